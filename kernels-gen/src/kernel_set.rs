@@ -1,0 +1,264 @@
+//! The kernels one table needs, compiled when the table is created.
+
+use std::time::{Duration, Instant};
+
+use cubecl::bytes::Bytes;
+use cubecl::features::TypeUsage;
+use cubecl::prelude::*;
+use cubecl::server::Handle;
+
+use crate::kernels::{apply::fused_apply, gather::gather_rows, update::UpdateRule};
+use crate::shape::{LaunchShape, vector_size};
+use crate::{DType, KernelError, TableConfig, with_dtype};
+
+/// The buffers of one table on a device: weights, and the optimizer's state buffers (one-vector
+/// placeholders where the optimizer has no such state).
+#[derive(Clone, Debug)]
+pub struct TableBuffers {
+    /// `rows × dim` weights.
+    pub weights: Handle,
+    /// First per-element state.
+    pub state_a: Handle,
+    /// Second per-element state.
+    pub state_b: Handle,
+    /// Per-row state (`f32`).
+    pub row_state: Handle,
+}
+
+/// One step's grouped gradients, on the device.
+#[derive(Debug)]
+pub struct DeviceStep {
+    /// Unique local rows.
+    pub rows: Handle,
+    /// Offsets into `order`.
+    pub offsets: Handle,
+    /// Input positions grouped by row.
+    pub order: Handle,
+    /// Gradients, one `dim`-row per input, `f32`.
+    pub grads: Handle,
+    /// The kernel's parameter block.
+    pub params: Handle,
+    /// Number of unique rows.
+    pub unique: usize,
+    /// Number of input rows.
+    pub inputs: usize,
+}
+
+/// The JIT-compiled kernels for one [`TableConfig`] on one client.
+#[derive(Clone)]
+pub struct KernelSet {
+    client: Client,
+    config: TableConfig,
+    rule: UpdateRule,
+    vector_size: usize,
+    jit_time: Duration,
+}
+
+impl KernelSet {
+    /// Validates `config`, checks the runtime can store its dtypes, and compiles the gather and
+    /// fused-apply kernels by running each once on a one-row table. The time that took is
+    /// [`KernelSet::jit_time`].
+    pub fn new(client: &Client, config: TableConfig) -> Result<Self, KernelError> {
+        config.validate()?;
+        check_dtype(client, config.weight_dtype)?;
+        check_dtype(client, config.state_dtype)?;
+        let mut set = Self {
+            client: client.clone(),
+            config,
+            rule: config.update_rule(),
+            vector_size: vector_size(client, config.dim),
+            jit_time: Duration::ZERO,
+        };
+        let start = Instant::now();
+        set.warm_up()?;
+        set.jit_time = start.elapsed();
+        Ok(set)
+    }
+
+    fn warm_up(&self) -> Result<(), KernelError> {
+        let buffers = self.allocate(1, &vec![0.0; self.config.dim])?;
+        let rows = self.client.create(Bytes::from_elems(vec![0u32]));
+        let out = self
+            .client
+            .empty(self.config.dim * self.config.weight_dtype.size());
+        self.gather(&buffers, &rows, 1, &out);
+        let step = DeviceStep {
+            rows: self.client.create(Bytes::from_elems(vec![0u32])),
+            offsets: self.client.create(Bytes::from_elems(vec![0u32, 1])),
+            order: self.client.create(Bytes::from_elems(vec![0u32])),
+            grads: self
+                .client
+                .create(Bytes::from_elems(vec![0.0f32; self.config.dim])),
+            params: self.client.create(Bytes::from_elems(vec![
+                0.0f32;
+                crate::kernels::update::PARAM_LEN
+            ])),
+            unique: 1,
+            inputs: 1,
+        };
+        self.apply(&buffers, &step, 0, 1);
+        self.client.read_one(buffers.weights)?;
+        self.client.read_one(out)?;
+        Ok(())
+    }
+
+    /// The client the kernels run on.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The configuration the kernels are specialised for.
+    pub fn config(&self) -> &TableConfig {
+        &self.config
+    }
+
+    /// How long compiling (JIT) and the first launch of every kernel took.
+    pub fn jit_time(&self) -> Duration {
+        self.jit_time
+    }
+
+    /// Elements per vector load.
+    pub fn vector_size(&self) -> usize {
+        self.vector_size
+    }
+
+    /// Allocates a table of `rows` rows with the given initial weights (`rows × dim`, `f32`,
+    /// rounded to the weight dtype) and zeroed optimizer states.
+    pub fn allocate(&self, rows: usize, init: &[f32]) -> Result<TableBuffers, KernelError> {
+        let dim = self.config.dim;
+        if init.len() != rows * dim {
+            return Err(KernelError::ShapeMismatch {
+                what: "initial weights",
+                expected: rows * dim,
+                got: init.len(),
+            });
+        }
+        let spec = self.config.optimizer.spec();
+        let n_elem_states = spec.element_states().count();
+        let state_len = |k: usize| {
+            if n_elem_states > k {
+                rows * dim
+            } else {
+                self.vector_size
+            }
+        };
+        let zeros = |len: usize, dtype: DType| {
+            self.client
+                .create(Bytes::from_bytes_vec(vec![0u8; len * dtype.size()]))
+        };
+        Ok(TableBuffers {
+            weights: self
+                .client
+                .create(Bytes::from_bytes_vec(self.config.weight_dtype.encode(init))),
+            state_a: zeros(state_len(0).max(1), self.config.state_dtype),
+            state_b: zeros(state_len(1).max(1), self.config.state_dtype),
+            row_state: zeros(
+                if spec.row_state().is_some() {
+                    rows.max(1)
+                } else {
+                    1
+                },
+                DType::F32,
+            ),
+        })
+    }
+
+    /// Enqueues `out[i] = weights[rows[i]]` for `n` rows. The caller has checked every row.
+    pub fn gather(&self, table: &TableBuffers, rows: &Handle, n: usize, out: &Handle) {
+        if n == 0 {
+            return;
+        }
+        let shape = LaunchShape::for_rows(&self.client, n);
+        let dim = self.config.dim;
+        with_dtype!(self.config.weight_dtype, F => {
+            // SAFETY: rows holds `n` indices the caller checked against the table, `out` holds
+            // `n × dim` elements, and each unit touches only its own block of output rows.
+            unsafe {
+                gather_rows::launch_unchecked::<F>(
+                    &self.client,
+                    shape.count(),
+                    shape.dim(),
+                    self.vector_size,
+                    BufferArg::from_raw_parts(table.weights.clone(), table.weights.size() as usize / self.config.weight_dtype.size()),
+                    BufferArg::from_raw_parts(rows.clone(), n),
+                    BufferArg::from_raw_parts(out.clone(), n * dim),
+                    (dim / self.vector_size) as u32,
+                    shape.rows_per_unit,
+                )
+            }
+        })
+    }
+
+    /// Enqueues the fused update of `step` into `table`. The caller has checked every row and
+    /// input position; `seed` and `step_index` key stochastic rounding.
+    pub fn apply(&self, table: &TableBuffers, step: &DeviceStep, seed: u32, step_index: u32) {
+        if step.unique == 0 {
+            return;
+        }
+        let shape = LaunchShape::for_rows(&self.client, step.unique);
+        let dim = self.config.dim;
+        let (wd, sd) = (self.config.weight_dtype, self.config.state_dtype);
+        let len = |h: &Handle, d: DType| h.size() as usize / d.size();
+        with_dtype!(wd, F => with_dtype!(sd, S => {
+            // SAFETY: every row in `step.rows` is a row of the table, every entry of `order` an
+            // input position below `step.inputs`, offsets are non-decreasing and end at
+            // `order`'s length, and unique rows give each unit disjoint rows to write.
+            unsafe {
+                fused_apply::launch_unchecked::<F, S>(
+                    &self.client,
+                    shape.count(),
+                    shape.dim(),
+                    self.vector_size,
+                    BufferArg::from_raw_parts(table.weights.clone(), len(&table.weights, wd)),
+                    BufferArg::from_raw_parts(table.state_a.clone(), len(&table.state_a, sd)),
+                    BufferArg::from_raw_parts(table.state_b.clone(), len(&table.state_b, sd)),
+                    BufferArg::from_raw_parts(table.row_state.clone(), len(&table.row_state, DType::F32)),
+                    BufferArg::from_raw_parts(step.rows.clone(), step.unique),
+                    BufferArg::from_raw_parts(step.offsets.clone(), step.unique + 1),
+                    BufferArg::from_raw_parts(step.order.clone(), step.inputs),
+                    BufferArg::from_raw_parts(step.grads.clone(), step.inputs * dim),
+                    BufferArg::from_raw_parts(step.params.clone(), crate::kernels::update::PARAM_LEN),
+                    (dim / self.vector_size) as u32,
+                    shape.rows_per_unit,
+                    seed,
+                    step_index,
+                    self.rule,
+                )
+            }
+        }))
+    }
+}
+
+impl std::fmt::Debug for KernelSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelSet")
+            .field("runtime", &self.client.name())
+            .field("config", &self.config)
+            .field("vector_size", &self.vector_size)
+            .field("jit_time", &self.jit_time)
+            .finish()
+    }
+}
+
+/// Refuses a dtype the runtime cannot keep in a buffer or convert.
+fn check_dtype(client: &Client, dtype: DType) -> Result<(), KernelError> {
+    let usable = |d: DType| {
+        let uses = client.features().type_usage(d.elem_type());
+        uses.contains(TypeUsage::Buffer) && uses.contains(TypeUsage::Conversion)
+    };
+    if usable(dtype) {
+        return Ok(());
+    }
+    let supported = DType::ALL
+        .into_iter()
+        .filter(|&d| usable(d))
+        .map(|d| d.name())
+        .collect::<Vec<_>>()
+        .join(", ");
+    Err(KernelError::UnsupportedDType {
+        dtype,
+        runtime: client.name().to_string(),
+        missing: "buffer storage and conversion".into(),
+        supported,
+    })
+}

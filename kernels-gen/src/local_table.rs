@@ -1,0 +1,286 @@
+//! A table (or one rank's shard of one) on one device, with its optimizer state.
+
+use cubecl::bytes::Bytes;
+use cubecl::prelude::*;
+
+use crate::kernel_set::{DeviceStep, KernelSet, TableBuffers};
+use crate::{DType, HyperParams, KernelError, Segments, StateShape, TableConfig};
+
+/// What to do with a non-finite gradient.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum NonFinitePolicy {
+    /// Refuse the whole step with [`KernelError::NonFiniteGradient`]; nothing changes.
+    #[default]
+    Reject,
+    /// Drop the inputs whose gradient row has a non-finite value, and count them.
+    Skip,
+}
+
+/// `rows × dim` weights and their optimizer state on one device, updated by the fused kernels.
+///
+/// All host-facing values are `f32`; storage is the configured dtype. Every entry point checks
+/// its input first and changes nothing when it refuses it.
+#[derive(Debug)]
+pub struct LocalTable {
+    kernels: KernelSet,
+    buffers: TableBuffers,
+    rows: usize,
+    hyper: HyperParams,
+    step: u64,
+    seed: u32,
+    non_finite: NonFinitePolicy,
+    skipped: u64,
+}
+
+impl LocalTable {
+    /// Creates a table with the given initial weights (`rows × dim`), compiling its kernels.
+    pub fn new(
+        client: &Client,
+        config: TableConfig,
+        rows: usize,
+        init: &[f32],
+    ) -> Result<Self, KernelError> {
+        Self::with_kernels(KernelSet::new(client, config)?, rows, init)
+    }
+
+    /// Creates a table on already compiled kernels.
+    pub fn with_kernels(
+        kernels: KernelSet,
+        rows: usize,
+        init: &[f32],
+    ) -> Result<Self, KernelError> {
+        if rows > u32::MAX as usize {
+            return Err(KernelError::InvalidShape(format!(
+                "{rows} rows exceed the u32 row index"
+            )));
+        }
+        let buffers = kernels.allocate(rows, init)?;
+        let hyper = HyperParams::new(kernels.config().optimizer);
+        Ok(Self {
+            kernels,
+            buffers,
+            rows,
+            hyper,
+            step: 0,
+            seed: 0,
+            non_finite: NonFinitePolicy::Reject,
+            skipped: 0,
+        })
+    }
+
+    /// Rows in this table.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Row length.
+    pub fn dim(&self) -> usize {
+        self.kernels.config().dim
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &TableConfig {
+        self.kernels.config()
+    }
+
+    /// The compiled kernels.
+    pub fn kernels(&self) -> &KernelSet {
+        &self.kernels
+    }
+
+    /// Steps applied so far (Adam's global clock).
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// Sets the step count, as when restoring a checkpoint.
+    pub fn set_step(&mut self, step: u64) {
+        self.step = step;
+    }
+
+    /// The hyper-parameters.
+    pub fn hyper_params(&self) -> &HyperParams {
+        &self.hyper
+    }
+
+    /// Sets a hyper-parameter by name between steps (WholeMemory's `set_parameter`).
+    pub fn set_parameter(&mut self, name: &str, value: f64) -> Result<(), KernelError> {
+        self.hyper.set(name, value)
+    }
+
+    /// Seeds stochastic rounding.
+    pub fn set_seed(&mut self, seed: u32) {
+        self.seed = seed;
+    }
+
+    /// Chooses what a non-finite gradient does.
+    pub fn set_non_finite_policy(&mut self, policy: NonFinitePolicy) {
+        self.non_finite = policy;
+    }
+
+    /// Inputs dropped so far under [`NonFinitePolicy::Skip`].
+    pub fn skipped_inputs(&self) -> u64 {
+        self.skipped
+    }
+
+    /// Checks that every row is below [`LocalTable::rows`].
+    pub fn check_rows(&self, rows: &[u32]) -> Result<(), KernelError> {
+        match rows.iter().find(|&&r| r as usize >= self.rows) {
+            Some(&row) => Err(KernelError::RowOutOfRange {
+                row: row as u64,
+                rows: self.rows as u64,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The rows `rows`, in that order (duplicates allowed), as `rows.len() × dim` values.
+    pub fn gather(&self, rows: &[u32]) -> Result<Vec<f32>, KernelError> {
+        self.check_rows(rows)?;
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let client = self.kernels.client();
+        let dtype = self.config().weight_dtype;
+        let ids = client.create(Bytes::from_elems(rows.to_vec()));
+        let out = client.empty(rows.len() * self.dim() * dtype.size());
+        self.kernels.gather(&self.buffers, &ids, rows.len(), &out);
+        Ok(dtype.decode(&client.read_one(out)?))
+    }
+
+    /// Applies one optimizer step: `grads` holds one `dim`-row per entry of `ids`; duplicate ids
+    /// are summed in input order; only the rows in `ids` and their states change.
+    pub fn apply(&mut self, ids: &[u32], grads: &[f32], lr: f32) -> Result<(), KernelError> {
+        let dim = self.dim();
+        if grads.len() != ids.len() * dim {
+            return Err(KernelError::ShapeMismatch {
+                what: "gradients",
+                expected: ids.len() * dim,
+                got: grads.len(),
+            });
+        }
+        self.check_rows(ids)?;
+        let params = self.hyper.kernel_block(lr, self.step + 1, dim)?;
+        let mut segments = Segments::group(ids);
+        let bad = self.non_finite_inputs(ids, grads)?;
+        if !bad.is_empty() {
+            let keep: Vec<u32> = (0..ids.len() as u32)
+                .filter(|i| bad.binary_search(i).is_err())
+                .collect();
+            let ids: Vec<u32> = keep.iter().map(|&i| ids[i as usize]).collect();
+            segments = Segments::group(&ids);
+            for p in segments.order.iter_mut() {
+                *p = keep[*p as usize];
+            }
+            self.skipped += bad.len() as u64;
+        }
+        self.apply_grouped(&segments, grads.to_vec(), &params)
+    }
+
+    /// Input positions whose gradient row is not finite; an error under `Reject`.
+    fn non_finite_inputs(&self, ids: &[u32], grads: &[f32]) -> Result<Vec<u32>, KernelError> {
+        let mut bad = Vec::new();
+        for (position, row) in grads.chunks_exact(self.dim().max(1)).enumerate() {
+            if let Some(&value) = row.iter().find(|v| !v.is_finite()) {
+                if self.non_finite == NonFinitePolicy::Reject {
+                    return Err(KernelError::NonFiniteGradient {
+                        row: ids[position] as u64,
+                        position,
+                        value,
+                    });
+                }
+                bad.push(position as u32);
+            }
+        }
+        Ok(bad)
+    }
+
+    /// Runs the fused update for already grouped, already checked inputs. `grads` holds the
+    /// gradient rows the segments' `order` points into.
+    pub fn apply_grouped(
+        &mut self,
+        segments: &Segments,
+        grads: Vec<f32>,
+        params: &[f32],
+    ) -> Result<(), KernelError> {
+        let client = self.kernels.client();
+        let inputs = grads.len() / self.dim();
+        let step = DeviceStep {
+            rows: client.create(Bytes::from_elems(segments.rows.clone())),
+            offsets: client.create(Bytes::from_elems(segments.offsets.clone())),
+            order: client.create(Bytes::from_elems(segments.order.clone())),
+            grads: client.create(Bytes::from_elems(grads)),
+            params: client.create(Bytes::from_elems(params.to_vec())),
+            unique: segments.len(),
+            inputs,
+        };
+        self.step += 1;
+        self.kernels
+            .apply(&self.buffers, &step, self.seed, self.step as u32);
+        cubecl::future::block_on(client.sync())?;
+        Ok(())
+    }
+
+    /// The kernel parameter block for the next step at learning rate `lr`.
+    pub fn next_params(&self, lr: f32) -> Result<Vec<f32>, KernelError> {
+        Ok(self
+            .hyper
+            .kernel_block(lr, self.step + 1, self.dim())?
+            .to_vec())
+    }
+
+    /// Every weight, `rows × dim`.
+    pub fn weights(&self) -> Result<Vec<f32>, KernelError> {
+        let bytes = self
+            .kernels
+            .client()
+            .read_one(self.buffers.weights.clone())?;
+        Ok(self.config().weight_dtype.decode(&bytes))
+    }
+
+    /// The names of the optimizer's state slots, in table order.
+    pub fn state_names(&self) -> Vec<&'static str> {
+        self.config()
+            .optimizer
+            .spec()
+            .states
+            .iter()
+            .map(|s| s.name)
+            .collect()
+    }
+
+    /// The optimizer state `name`: `rows × dim` values for a per-element slot, `rows` for a
+    /// per-row slot.
+    pub fn state(&self, name: &str) -> Result<Vec<f32>, KernelError> {
+        let spec = self.config().optimizer.spec();
+        let unknown = || KernelError::UnknownState {
+            optimizer: spec.optimizer,
+            name: name.to_string(),
+            expected: self.state_names().join(", "),
+        };
+        let slot = spec
+            .states
+            .iter()
+            .find(|s| s.name == name)
+            .ok_or_else(unknown)?;
+        let client = self.kernels.client();
+        let (handle, dtype, len) = match slot.shape {
+            StateShape::PerRow => (&self.buffers.row_state, DType::F32, self.rows),
+            StateShape::PerElement => {
+                let k = spec
+                    .element_states()
+                    .position(|s| s.name == name)
+                    .ok_or_else(unknown)?;
+                let handle = if k == 0 {
+                    &self.buffers.state_a
+                } else {
+                    &self.buffers.state_b
+                };
+                (handle, self.config().state_dtype, self.rows * self.dim())
+            }
+        };
+        let mut values = dtype.decode(&client.read_one(handle.clone())?);
+        values.truncate(len);
+        Ok(values)
+    }
+}

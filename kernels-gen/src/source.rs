@@ -1,0 +1,188 @@
+//! The source text of the generated kernels, compiled without any device, for snapshot tests.
+//!
+//! Kernels are defined against a fixed, GPU-like set of device properties and compiled with
+//! CubeCL's CUDA C++ and WGSL compilers. Entry points carry an 8-hex-digit hash of the kernel's
+//! identity, which [`redact_hashes`] replaces so snapshots stay stable.
+
+use std::sync::Arc;
+
+use cubecl::Compiler;
+use cubecl::ir::{AddressType, DeviceProperties, HardwareProperties, MemoryDeviceProperties};
+use cubecl::prelude::*;
+
+use crate::kernels::{apply::fused_apply, gather::gather_rows};
+use crate::{DType, KernelError, TableConfig, with_dtype};
+
+/// The languages kernels can be printed in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Language {
+    /// CUDA C++ (what the `cuda` runtime compiles).
+    CudaCpp,
+    /// WGSL (what the `wgpu` runtime compiles); cannot express `bf16`.
+    Wgsl,
+}
+
+impl Language {
+    /// Whether kernels over `dtype` can be printed in this language.
+    pub fn supports(self, dtype: DType) -> bool {
+        !(self == Language::Wgsl && dtype == DType::BF16)
+    }
+
+    /// File-name friendly name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Language::CudaCpp => "cuda",
+            Language::Wgsl => "wgsl",
+        }
+    }
+}
+
+/// Units per cube and vector width the snapshots are printed with.
+const SNAPSHOT_UNITS: u32 = 256;
+/// Vector width the snapshots are printed with.
+pub const SNAPSHOT_VECTOR: usize = 4;
+
+fn properties() -> Arc<DeviceProperties> {
+    let hardware = HardwareProperties {
+        load_width: 128,
+        vector_register_count: None,
+        plane_size_min: 32,
+        plane_size_max: 32,
+        max_bindings: 32,
+        max_shared_memory_size: 49152,
+        max_cube_count: (65535, 65535, 65535),
+        max_units_per_cube: 1024,
+        max_cube_dim: (1024, 1024, 64),
+        num_streaming_multiprocessors: None,
+        num_cpu_cores: None,
+        last_level_cache_size: None,
+        num_tensor_cores: None,
+        min_tensor_cores_dim: None,
+        max_vector_size: 16,
+        cube_mma_reserved_shared_memory: 0,
+    };
+    Arc::new(DeviceProperties::new(
+        Default::default(),
+        MemoryDeviceProperties::new(1 << 30, 32),
+        hardware,
+        cubecl::profile::TimingMethod::System,
+        Default::default(),
+    ))
+}
+
+fn settings() -> KernelSettings {
+    KernelSettings::new(
+        CubeDim::new_1d(SNAPSHOT_UNITS).into(),
+        ExecutionMode::Unchecked,
+        AddressType::U32,
+    )
+}
+
+fn compile(definition: KernelDefinition, language: Language) -> Result<String, KernelError> {
+    let text = match language {
+        Language::CudaCpp => {
+            let mut compiler =
+                cubecl_cpp::shared::CppCompiler::<cubecl_cpp::target::Cuda>::default();
+            Compiler::compile(&mut compiler, definition, &Default::default())
+                .map_err(|e| KernelError::Runtime(format!("{e:?}")))?
+                .to_string()
+        }
+        #[cfg(feature = "wgpu")]
+        Language::Wgsl => {
+            let mut compiler = cubecl::wgpu::WgslCompiler;
+            Compiler::compile(&mut compiler, definition, &Default::default())
+                .map_err(|e| KernelError::Runtime(format!("{e:?}")))?
+                .to_string()
+        }
+        #[cfg(not(feature = "wgpu"))]
+        Language::Wgsl => {
+            drop(definition);
+            return Err(KernelError::DeviceUnavailable(
+                "WGSL needs the `wgpu` feature".into(),
+            ));
+        }
+    };
+    Ok(redact_hashes(&text))
+}
+
+fn refuse(dtype: DType, language: Language) -> Result<(), KernelError> {
+    if language.supports(dtype) {
+        return Ok(());
+    }
+    Err(KernelError::UnsupportedDType {
+        dtype,
+        runtime: language.name().into(),
+        missing: "a type for it in the language".into(),
+        supported: "f32, f16".into(),
+    })
+}
+
+fn buffer() -> BufferCompilationArg {
+    BufferCompilationArg { inplace: None }
+}
+
+/// The fused-apply kernel `config` selects, printed in `language`.
+pub fn apply_source(config: &TableConfig, language: Language) -> Result<String, KernelError> {
+    config.validate()?;
+    refuse(config.weight_dtype, language)?;
+    refuse(config.state_dtype, language)?;
+    let rule = config.update_rule();
+    let b = buffer;
+    with_dtype!(config.weight_dtype, F => with_dtype!(config.state_dtype, S => {
+        let kernel = fused_apply::FusedApply::<F, S>::new(
+            settings(), properties(), Arc::new(Default::default()),
+            b(), b(), b(), b(), b(), b(), b(), b(), b(), (), (), (), (),
+            SNAPSHOT_VECTOR, rule,
+        );
+        compile(kernel.define(), language)
+    }))
+}
+
+/// The gather kernel for `dtype`, printed in `language`.
+pub fn gather_source(dtype: DType, language: Language) -> Result<String, KernelError> {
+    refuse(dtype, language)?;
+    with_dtype!(dtype, F => {
+        let kernel = gather_rows::GatherRows::<F>::new(
+            settings(), properties(), Arc::new(Default::default()),
+            buffer(), buffer(), buffer(), (), (), SNAPSHOT_VECTOR,
+        );
+        compile(kernel.define(), language)
+    })
+}
+
+/// Replaces the 8-hex-digit hash suffix of every kernel entry-point name with `HASH`.
+pub fn redact_hashes(source: &str) -> String {
+    let mut out = String::with_capacity(source.len());
+    let bytes = source.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let is_suffix = bytes[i] == b'_'
+            && i + 9 <= bytes.len()
+            && bytes[i + 1..i + 9]
+                .iter()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+            && bytes
+                .get(i + 9)
+                .is_none_or(|c| !(c.is_ascii_alphanumeric() || *c == b'_'))
+            && (source[..i].ends_with(|c: char| c.is_ascii_alphanumeric()))
+            && (source[..i].contains("gather_rows") || source[..i].contains("fused_apply"));
+        if is_suffix && entry_point_name(&source[..i]) {
+            out.push_str("_HASH");
+            i += 9;
+        } else {
+            let c = source[i..].chars().next().unwrap_or('\0');
+            out.push(c);
+            i += c.len_utf8().max(1);
+        }
+    }
+    out
+}
+
+/// Whether the identifier that ends at the end of `before` is a kernel entry point.
+fn entry_point_name(before: &str) -> bool {
+    let start = before
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map_or(0, |p| p + 1);
+    let ident = &before[start..];
+    ident.starts_with("gather_rows") || ident.starts_with("fused_apply")
+}

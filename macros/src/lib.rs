@@ -1,0 +1,1 @@
+//! The `#[sharded_embedding]` attribute macro (not yet implemented).

@@ -1,0 +1,6 @@
+//! Shared pieces of rowshard's integration tests: an independent f64 reference of every
+//! optimizer, seeded data, and the kernel suite instantiated per runtime.
+
+pub mod data;
+pub mod reference;
+pub mod suite;
