@@ -118,6 +118,16 @@ impl LocalTable {
         self.non_finite = policy;
     }
 
+    /// What a non-finite gradient does.
+    pub fn non_finite_policy(&self) -> NonFinitePolicy {
+        self.non_finite
+    }
+
+    /// Adds `n` to [`LocalTable::skipped_inputs`], for inputs a caller dropped before grouping.
+    pub fn count_skipped(&mut self, n: u64) {
+        self.skipped += n;
+    }
+
     /// Inputs dropped so far under [`NonFinitePolicy::Skip`].
     pub fn skipped_inputs(&self) -> u64 {
         self.skipped
@@ -136,6 +146,11 @@ impl LocalTable {
 
     /// The rows `rows`, in that order (duplicates allowed), as `rows.len() × dim` values.
     pub fn gather(&self, rows: &[u32]) -> Result<Vec<f32>, KernelError> {
+        Ok(self.config().weight_dtype.decode(&self.gather_raw(rows)?))
+    }
+
+    /// [`LocalTable::gather`] in the storage dtype's little-endian bytes, as sent between ranks.
+    pub fn gather_raw(&self, rows: &[u32]) -> Result<Vec<u8>, KernelError> {
         self.check_rows(rows)?;
         if rows.is_empty() {
             return Ok(Vec::new());
@@ -145,7 +160,7 @@ impl LocalTable {
         let ids = client.create(Bytes::from_elems(rows.to_vec()));
         let out = client.empty(rows.len() * self.dim() * dtype.size());
         self.kernels.gather(&self.buffers, &ids, rows.len(), &out);
-        Ok(dtype.decode(&client.read_one(out)?))
+        Ok(client.read_one(out)?.to_vec())
     }
 
     /// Applies one optimizer step: `grads` holds one `dim`-row per entry of `ids`; duplicate ids

@@ -1,0 +1,6 @@
+//! Benchmarks printed by `rowshard bench`: medians and ratios, never asserted in tests.
+
+pub mod bandwidth;
+pub mod kernels;
+pub mod sharded;
+pub mod stats;

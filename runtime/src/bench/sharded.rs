@@ -1,0 +1,280 @@
+//! The standard workload (DESIGN.md): N rows × D, a global batch of ids split over the ranks,
+//! lookup + backward stand-in + fused Adam per step, on thread ranks (or MPI ranks).
+
+use std::time::{Duration, Instant};
+
+use rowshard_kernels::{Backend, DType, Optimizer, TableConfig};
+
+use super::bandwidth::CopyBandwidth;
+use crate::comm::{Communicator, threads};
+use crate::error::ShardError;
+use crate::init::{Initializer, SplitMix64};
+use crate::partition::PartitionScheme;
+use crate::sharded::{ShardedTable, ShardedTableSpec, StateLocation};
+
+/// How a batch's ids are drawn.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum IdDistribution {
+    /// Uniform over the table.
+    Uniform,
+    /// Zipf with exponent `s` over ids `0..N` (id 0 the most frequent).
+    Zipf(f64),
+}
+
+impl IdDistribution {
+    /// Short name.
+    pub fn name(&self) -> String {
+        match self {
+            IdDistribution::Uniform => "uniform".into(),
+            IdDistribution::Zipf(s) => format!("zipf({s})"),
+        }
+    }
+}
+
+/// Draws ids.
+pub struct IdSampler {
+    rows: usize,
+    cdf: Option<Vec<f64>>,
+    rng: SplitMix64,
+}
+
+impl IdSampler {
+    /// A sampler over `rows` ids.
+    pub fn new(rows: usize, distribution: IdDistribution, seed: u64) -> Self {
+        let cdf = match distribution {
+            IdDistribution::Uniform => None,
+            IdDistribution::Zipf(s) => {
+                let mut acc = 0.0;
+                let mut cdf: Vec<f64> = (1..=rows)
+                    .map(|k| {
+                        acc += (k as f64).powf(-s);
+                        acc
+                    })
+                    .collect();
+                cdf.iter_mut().for_each(|c| *c /= acc);
+                Some(cdf)
+            }
+        };
+        Self {
+            rows,
+            cdf,
+            rng: SplitMix64::new(seed),
+        }
+    }
+
+    /// `n` ids.
+    pub fn sample(&mut self, n: usize) -> Vec<u32> {
+        (0..n)
+            .map(|_| match &self.cdf {
+                None => (self.rng.next_u64() % self.rows as u64) as u32,
+                Some(cdf) => {
+                    let u = (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                    cdf.partition_point(|&c| c < u).min(self.rows - 1) as u32
+                }
+            })
+            .collect()
+    }
+}
+
+/// One case of the workload.
+#[derive(Clone, Debug)]
+pub struct Case {
+    /// Ranks.
+    pub world: usize,
+    /// Weight dtype.
+    pub dtype: DType,
+    /// Id distribution.
+    pub ids: IdDistribution,
+    /// Partition scheme.
+    pub scheme: PartitionScheme,
+}
+
+/// What one case measured (rank 0's clock; counts summed over ranks).
+#[derive(Clone, Debug)]
+pub struct CaseResult {
+    /// The case.
+    pub case: Case,
+    /// Median step time.
+    pub step: Duration,
+    /// Ids looked up per step (global batch).
+    pub batch: usize,
+    /// Unique rows per step, summed over requesting ranks.
+    pub unique: usize,
+    /// Share of the rows applied that the busiest rank applied.
+    pub busiest: f64,
+    /// Route / gather / apply time per step on rank 0.
+    pub split: [Duration; 3],
+    /// Bytes the kernels must move per step (gather + fused Adam, all ranks).
+    pub kernel_bytes: f64,
+    /// Resident memory after the case, GiB (process-wide).
+    pub rss_gib: f64,
+}
+
+/// The workload's sizes.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    /// Runtime.
+    pub backend: Backend,
+    /// Table rows.
+    pub rows: usize,
+    /// Row length.
+    pub dim: usize,
+    /// Global batch.
+    pub batch: usize,
+    /// Timed steps (after one untimed warm-up step).
+    pub steps: usize,
+}
+
+/// One rank's part of a case: returns (median step, unique per step, rows applied, split).
+pub fn run_rank(
+    comm: &dyn Communicator,
+    workload: &Workload,
+    case: &Case,
+) -> Result<(Duration, usize, u64, [Duration; 3]), ShardError> {
+    let client = workload.backend.client()?;
+    let spec = ShardedTableSpec {
+        rows: workload.rows,
+        config: TableConfig::new(Optimizer::Adam, case.dtype, workload.dim),
+        scheme: case.scheme.clone(),
+        init: Initializer::Uniform {
+            bound: 0.1,
+            seed: 3,
+        },
+        state_location: StateLocation::WithShard,
+    };
+    let mut table = ShardedTable::new(comm, &client, &spec)?;
+    let per_rank = workload.batch / comm.world();
+    let mut sampler = IdSampler::new(workload.rows, case.ids, 1000 + comm.rank() as u64);
+    let batches: Vec<Vec<u32>> = (0..=workload.steps)
+        .map(|_| sampler.sample(per_rank))
+        .collect();
+    let mut times = Vec::new();
+    let mut unique = 0;
+    for (i, ids) in batches.iter().enumerate() {
+        if i == 1 {
+            table.reset_timings();
+        }
+        comm.barrier()?;
+        let start = Instant::now();
+        let rows = table.lookup(ids)?;
+        // Backward stand-in: a gradient proportional to the looked-up rows.
+        let grads: Vec<f32> = rows.iter().map(|&x| 0.01 * x + 1e-4).collect();
+        table.apply_gradients(ids, &grads, 0.01)?;
+        comm.barrier()?;
+        if i > 0 {
+            times.push(start.elapsed());
+            unique = rowshard_kernels::Segments::group(ids).len();
+        }
+    }
+    times.sort();
+    let t = table.timings();
+    let steps = workload.steps.max(1) as u32;
+    Ok((
+        times[times.len() / 2],
+        unique,
+        table.rows_applied(),
+        [t.route() / steps, t.gather() / steps, t.apply() / steps],
+    ))
+}
+
+/// Runs one case on thread ranks.
+pub fn run_case_threads(workload: &Workload, case: &Case) -> Result<CaseResult, ShardError> {
+    let results = threads::run(case.world, |comm| run_rank(comm, workload, case));
+    let results: Vec<_> = results.into_iter().collect::<Result<_, _>>()?;
+    Ok(summarise(workload, case, &results))
+}
+
+/// Combines the ranks' figures.
+pub fn summarise(
+    workload: &Workload,
+    case: &Case,
+    results: &[(Duration, usize, u64, [Duration; 3])],
+) -> CaseResult {
+    let unique: usize = results.iter().map(|r| r.1).sum();
+    let applied: u64 = results.iter().map(|r| r.2).sum();
+    let busiest = results.iter().map(|r| r.2).max().unwrap_or(0) as f64 / applied.max(1) as f64;
+    let row = (workload.dim * case.dtype.size()) as f64;
+    let state = (workload.dim * 4) as f64;
+    // Gather: read + write each unique row; Adam: weights, m, v read + written, gradients read.
+    let kernel_bytes =
+        unique as f64 * (2.0 * row + 2.0 * row + 4.0 * state) + (unique * workload.dim * 4) as f64;
+    CaseResult {
+        case: case.clone(),
+        step: results[0].0,
+        batch: workload.batch,
+        unique,
+        busiest,
+        split: results[0].3,
+        kernel_bytes,
+        rss_gib: resident_gib(),
+    }
+}
+
+/// The process's resident memory, GiB (Linux; 0 elsewhere).
+pub fn resident_gib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kib| kib / (1024.0 * 1024.0))
+}
+
+/// Prints the header of the results table.
+pub fn print_header(workload: &Workload, copy: &CopyBandwidth, transport: &str) {
+    println!(
+        "rowshard bench: {} rows x {} dim, global batch {} ids, fused Adam, {} runtime, {transport} ranks, median of {} steps",
+        workload.rows, workload.dim, workload.batch, workload.backend, workload.steps
+    );
+    println!(
+        "copy bandwidth (read+write): {:.1} GB/s on 1 thread, {:.1} GB/s on {} threads",
+        copy.one_thread, copy.all_threads, copy.threads
+    );
+    println!(
+        "{:>5} {:<5} {:<9} {:<12} {:>8} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8} {:>6}",
+        "ranks",
+        "dtype",
+        "ids",
+        "partition",
+        "steps/s",
+        "M lookups/s",
+        "M unique/s",
+        "route",
+        "gather",
+        "apply",
+        "busiest",
+        "GB/s",
+        "of copy",
+        "RSS"
+    );
+}
+
+/// Prints one result row.
+pub fn print_row(r: &CaseResult, copy: &CopyBandwidth) {
+    let s = r.step.as_secs_f64();
+    let ms = |d: Duration| format!("{:.1}ms", d.as_secs_f64() * 1e3);
+    let gbs = r.kernel_bytes / s / 1e9;
+    let scheme = match &r.case.scheme {
+        PartitionScheme::RoundRobin { block } => format!("rr({block})"),
+        other => other.name().to_string(),
+    };
+    println!(
+        "{:>5} {:<5} {:<9} {:<12} {:>8.2} {:>11.3} {:>11.3} {:>8} {:>8} {:>8} {:>7.0}% {:>7.2} {:>7.1}% {:>5.1}G",
+        r.case.world,
+        r.case.dtype.name(),
+        r.case.ids.name(),
+        scheme,
+        1.0 / s,
+        r.batch as f64 / s / 1e6,
+        r.unique as f64 / s / 1e6,
+        ms(r.split[0]),
+        ms(r.split[1]),
+        ms(r.split[2]),
+        100.0 * r.busiest,
+        gbs,
+        100.0 * gbs / copy.all_threads,
+        r.rss_gib
+    );
+}

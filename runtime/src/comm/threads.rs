@@ -1,0 +1,227 @@
+//! Ranks as threads of one process, exchanging owned buffers through a shared mailbox.
+//!
+//! A rank that returns an error, panics or finishes early marks itself failed (or departed);
+//! every rank waiting for it then gets [`CommError::PeerFailed`] instead of hanging. A wait also
+//! ends with [`CommError::Timeout`] after the world's timeout.
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use super::{CommError, Communicator};
+
+/// Default time a collective waits for a peer.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Default)]
+struct Mailbox {
+    /// `(sequence, source, destination) → payload`.
+    mail: HashMap<(u64, usize, usize), Vec<u8>>,
+    /// Ranks that failed (`true`) or finished (`false`), with why.
+    gone: HashMap<usize, (String, bool)>,
+}
+
+struct Hub {
+    world: usize,
+    timeout: Duration,
+    mailbox: Mutex<Mailbox>,
+    arrived: Condvar,
+}
+
+/// One rank's handle on a thread world.
+pub struct ThreadComm {
+    hub: Arc<Hub>,
+    rank: usize,
+    sequence: AtomicU64,
+}
+
+impl ThreadComm {
+    /// `world` connected ranks; hand one to each thread. Waits time out after `timeout`.
+    pub fn world(world: usize, timeout: Duration) -> Vec<ThreadComm> {
+        let hub = Arc::new(Hub {
+            world,
+            timeout,
+            mailbox: Mutex::default(),
+            arrived: Condvar::new(),
+        });
+        (0..world)
+            .map(|rank| ThreadComm {
+                hub: hub.clone(),
+                rank,
+                sequence: AtomicU64::new(0),
+            })
+            .collect()
+    }
+
+    fn mark_gone(&self, reason: String, failed: bool) {
+        let mut mailbox = self.hub.mailbox.lock().unwrap_or_else(|p| p.into_inner());
+        mailbox.gone.entry(self.rank).or_insert((reason, failed));
+        self.hub.arrived.notify_all();
+    }
+
+    /// Posts `outgoing` (destination, payload) and waits for a payload from each of `sources`.
+    fn exchange(
+        &self,
+        outgoing: Vec<(usize, Vec<u8>)>,
+        sources: impl Iterator<Item = usize>,
+    ) -> Result<Vec<(usize, Vec<u8>)>, CommError> {
+        let seq = self.sequence.fetch_add(1, Ordering::Relaxed);
+        let mut mailbox = self.hub.mailbox.lock().unwrap_or_else(|p| p.into_inner());
+        for (dst, payload) in outgoing {
+            mailbox.mail.insert((seq, self.rank, dst), payload);
+        }
+        self.hub.arrived.notify_all();
+        let deadline = Instant::now() + self.hub.timeout;
+        let mut received = Vec::new();
+        for src in sources {
+            loop {
+                if let Some(payload) = mailbox.mail.remove(&(seq, src, self.rank)) {
+                    received.push((src, payload));
+                    break;
+                }
+                // Any failed rank fails the collective; a finished rank only the wait for it.
+                let peer = mailbox
+                    .gone
+                    .iter()
+                    .find(|(r, (_, failed))| **r != self.rank && (*failed || **r == src));
+                if let Some((&rank, (reason, _))) = peer {
+                    return Err(CommError::PeerFailed {
+                        rank,
+                        reason: reason.clone(),
+                    });
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(CommError::Timeout {
+                        rank: src,
+                        seconds: self.hub.timeout.as_secs(),
+                    });
+                }
+                mailbox = self
+                    .hub
+                    .arrived
+                    .wait_timeout(mailbox, deadline - now)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
+        Ok(received)
+    }
+}
+
+impl Drop for ThreadComm {
+    fn drop(&mut self) {
+        let panicking = std::thread::panicking();
+        let reason = if panicking {
+            "panicked"
+        } else {
+            "left the world"
+        };
+        self.mark_gone(reason.into(), panicking);
+    }
+}
+
+impl Communicator for ThreadComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn world(&self) -> usize {
+        self.hub.world
+    }
+
+    fn all_to_all_v(&self, send: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, CommError> {
+        assert_eq!(
+            send.len(),
+            self.hub.world,
+            "all_to_all_v needs one buffer per rank"
+        );
+        let received = self.exchange(send.into_iter().enumerate().collect(), 0..self.hub.world)?;
+        Ok(received.into_iter().map(|(_, p)| p).collect())
+    }
+
+    fn all_gather(&self, data: &[u8]) -> Result<Vec<Vec<u8>>, CommError> {
+        let outgoing = (0..self.hub.world).map(|d| (d, data.to_vec())).collect();
+        let received = self.exchange(outgoing, 0..self.hub.world)?;
+        Ok(received.into_iter().map(|(_, p)| p).collect())
+    }
+
+    fn broadcast(&self, root: usize, data: Vec<u8>) -> Result<Vec<u8>, CommError> {
+        let outgoing = if self.rank == root {
+            (0..self.hub.world).map(|d| (d, data.clone())).collect()
+        } else {
+            vec![]
+        };
+        let mut received = self.exchange(outgoing, std::iter::once(root))?;
+        Ok(received.remove(0).1)
+    }
+
+    fn gather(&self, root: usize, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>, CommError> {
+        let sources = if self.rank == root {
+            0..self.hub.world
+        } else {
+            0..0
+        };
+        let received = self.exchange(vec![(root, data.to_vec())], sources)?;
+        Ok((self.rank == root).then(|| received.into_iter().map(|(_, p)| p).collect()))
+    }
+
+    fn abort(&self, reason: &str) {
+        self.mark_gone(reason.to_string(), true);
+    }
+}
+
+/// Runs `f` on `world` threads, one rank each, and returns every rank's result in rank order.
+///
+/// A rank whose `f` returns an error or panics is marked failed, so the others' collectives
+/// return [`CommError::PeerFailed`] rather than hang; a panic becomes `Err(PeerFailed)` for that
+/// rank too.
+pub fn run<T, E, F>(world: usize, f: F) -> Vec<Result<T, E>>
+where
+    T: Send,
+    E: Send + From<CommError> + std::fmt::Display,
+    F: Fn(&ThreadComm) -> Result<T, E> + Sync,
+{
+    run_with_timeout(world, DEFAULT_TIMEOUT, f)
+}
+
+/// [`run`] with a chosen wait timeout.
+pub fn run_with_timeout<T, E, F>(world: usize, timeout: Duration, f: F) -> Vec<Result<T, E>>
+where
+    T: Send,
+    E: Send + From<CommError> + std::fmt::Display,
+    F: Fn(&ThreadComm) -> Result<T, E> + Sync,
+{
+    let comms = ThreadComm::world(world, timeout);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = comms
+            .into_iter()
+            .map(|comm| {
+                let f = &f;
+                scope.spawn(move || {
+                    let rank = comm.rank;
+                    match catch_unwind(AssertUnwindSafe(|| f(&comm))) {
+                        Ok(Ok(value)) => Ok(value),
+                        Ok(Err(e)) => {
+                            comm.abort(&e.to_string());
+                            Err(e)
+                        }
+                        Err(_) => {
+                            comm.abort("panicked");
+                            Err(E::from(CommError::PeerFailed {
+                                rank,
+                                reason: "panicked".into(),
+                            }))
+                        }
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("rank thread"))
+            .collect()
+    })
+}

@@ -1,0 +1,129 @@
+//! The errors of the sharded layer.
+
+use rowshard_kernels::KernelError;
+
+use crate::comm::CommError;
+
+/// Bad input found on one rank; every rank of the call returns it, tagged with that rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputError {
+    /// A global id outside `[0, rows)`.
+    IdOutOfRange {
+        /// The id.
+        id: u64,
+        /// The table's rows.
+        rows: u64,
+    },
+    /// Gradients that are not one `dim`-row per id.
+    GradientShape {
+        /// Values expected.
+        expected: u64,
+        /// Values given.
+        got: u64,
+    },
+    /// A learning rate that is negative or not finite.
+    LearningRate {
+        /// Its `f32` bits.
+        value: u64,
+    },
+    /// A NaN or infinite gradient value.
+    NonFiniteGradient {
+        /// The id it was for.
+        id: u64,
+        /// Its position in the caller's batch.
+        position: u64,
+    },
+}
+
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            InputError::IdOutOfRange { id, rows } => {
+                write!(f, "id {id} is outside the table's {rows} rows")
+            }
+            InputError::GradientShape { expected, got } => {
+                write!(
+                    f,
+                    "gradients must be one row per id: expected {expected} values, got {got}"
+                )
+            }
+            InputError::NonFiniteGradient { id, position } => {
+                write!(
+                    f,
+                    "the gradient for id {id} (batch position {position}) is not finite"
+                )
+            }
+            InputError::LearningRate { value } => {
+                write!(
+                    f,
+                    "learning rate {} must be finite and non-negative",
+                    f32::from_bits(value as u32)
+                )
+            }
+        }
+    }
+}
+
+impl InputError {
+    /// Three words for the status exchange.
+    pub(crate) fn encode(&self) -> [u64; 3] {
+        match *self {
+            InputError::IdOutOfRange { id, rows } => [1, id, rows],
+            InputError::GradientShape { expected, got } => [2, expected, got],
+            InputError::NonFiniteGradient { id, position } => [3, id, position],
+            InputError::LearningRate { value } => [4, value, 0],
+        }
+    }
+
+    pub(crate) fn decode(words: [u64; 3]) -> Option<Self> {
+        match words[0] {
+            1 => Some(InputError::IdOutOfRange {
+                id: words[1],
+                rows: words[2],
+            }),
+            2 => Some(InputError::GradientShape {
+                expected: words[1],
+                got: words[2],
+            }),
+            3 => Some(InputError::NonFiniteGradient {
+                id: words[1],
+                position: words[2],
+            }),
+            4 => Some(InputError::LearningRate { value: words[1] }),
+            _ => None,
+        }
+    }
+}
+
+/// What went wrong in a sharded operation.
+#[derive(Debug, thiserror::Error)]
+pub enum ShardError {
+    /// Bad input on `rank`: refused on every rank before anything was sent or written.
+    #[error("rank {rank}: {error}; nothing was changed on any rank")]
+    BadInput {
+        /// The rank whose input was bad.
+        rank: usize,
+        /// What was wrong.
+        error: InputError,
+    },
+    /// The ranks disagree on the table's shape, options, partition or world size.
+    #[error("ranks disagree on {what}: {detail}")]
+    Mismatch {
+        /// What differs.
+        what: &'static str,
+        /// Each rank's view.
+        detail: String,
+    },
+    /// A partition that cannot be built.
+    #[error("invalid partition: {0}")]
+    InvalidPartition(String),
+    /// An option that is not available.
+    #[error("not supported: {0}")]
+    Unsupported(String),
+    /// The kernel layer refused or failed.
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+    /// A collective failed (a peer failed, timed out, or the transport broke).
+    #[error(transparent)]
+    Comm(#[from] CommError),
+}

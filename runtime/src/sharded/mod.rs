@@ -1,0 +1,441 @@
+//! A table split row-wise across the ranks of a [`Communicator`]: lookups go to the owning rank,
+//! gradients go back to it, and each owner runs the fused update on the rows it received.
+
+mod route;
+mod timings;
+
+use std::time::Instant;
+
+use cubecl::prelude::Client;
+use rowshard_kernels::{LocalTable, NonFinitePolicy, StateShape, TableConfig};
+
+use crate::comm::{Communicator, from_bytes, to_bytes};
+use crate::error::{InputError, ShardError};
+use crate::init::Initializer;
+use crate::partition::{Partition, PartitionScheme};
+use route::Route;
+pub use timings::Timings;
+
+/// Where optimizer state lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum StateLocation {
+    /// Beside the shard's weights, on the same device.
+    #[default]
+    WithShard,
+    /// In host memory while the weights stay on the device (dicee's `adam_device="cpu"`). On the
+    /// `cpu` runtime the device memory is host memory, so this is what `WithShard` gives there;
+    /// on GPU runtimes it is not implemented yet and is refused.
+    Host,
+}
+
+/// Everything that describes a sharded table; every rank must pass the same.
+#[derive(Clone, Debug)]
+pub struct ShardedTableSpec {
+    /// Rows in the whole table.
+    pub rows: usize,
+    /// Optimizer, dtypes, dim and options.
+    pub config: TableConfig,
+    /// How rows are split.
+    pub scheme: PartitionScheme,
+    /// Initial weights, by global row (so every partition starts alike).
+    pub init: Initializer,
+    /// Where optimizer state lives.
+    pub state_location: StateLocation,
+}
+
+/// One rank's view of a row-wise sharded table.
+pub struct ShardedTable<'c> {
+    comm: &'c dyn Communicator,
+    partition: Partition,
+    shard: LocalTable,
+    timings: Timings,
+    rows_applied: u64,
+}
+
+impl<'c> ShardedTable<'c> {
+    /// Creates this rank's shard on `client`, after checking that every rank describes the same
+    /// table over the same world. A collective: every rank must call it.
+    pub fn new(
+        comm: &'c dyn Communicator,
+        client: &Client,
+        spec: &ShardedTableSpec,
+    ) -> Result<Self, ShardError> {
+        let partition = Partition::new(spec.rows, comm.world(), spec.scheme.clone());
+        // Agree on the description (or on the failure to build it) before anyone allocates.
+        let digest = match &partition {
+            Ok(p) => describe(spec, p),
+            Err(e) => format!("invalid: {e}"),
+        };
+        let views = comm.all_gather(digest.as_bytes())?;
+        if views.iter().any(|v| v != digest.as_bytes()) {
+            let detail = views
+                .iter()
+                .enumerate()
+                .map(|(r, v)| format!("rank {r}: {}", String::from_utf8_lossy(v)));
+            return Err(ShardError::Mismatch {
+                what: "the table, options, partition or world size",
+                detail: detail.collect::<Vec<_>>().join("; "),
+            });
+        }
+        let partition = partition?;
+        if spec.state_location == StateLocation::Host
+            && !rowshard_kernels::shape::is_cpu_runtime(client)
+        {
+            return Err(ShardError::Unsupported(
+                "optimizer state in host memory with weights on a GPU runtime (not implemented yet)".into(),
+            ));
+        }
+        let rank = comm.rank();
+        let local = partition.local_rows(rank);
+        let dim = spec.config.dim;
+        let mut init = Vec::with_capacity(local * dim);
+        for l in 0..local {
+            spec.init
+                .extend_row(partition.global(rank, l), dim, &mut init);
+        }
+        let shard = LocalTable::new(client, spec.config, local, &init)?;
+        Ok(Self {
+            comm,
+            partition,
+            shard,
+            timings: Timings::default(),
+            rows_applied: 0,
+        })
+    }
+
+    /// The partition.
+    pub fn partition(&self) -> &Partition {
+        &self.partition
+    }
+
+    /// This rank's shard.
+    pub fn shard(&self) -> &LocalTable {
+        &self.shard
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &TableConfig {
+        self.shard.config()
+    }
+
+    /// Steps applied (equal on every rank).
+    pub fn step(&self) -> u64 {
+        self.shard.step()
+    }
+
+    /// Time spent so far, split into routing, gathering and applying.
+    pub fn timings(&self) -> &Timings {
+        &self.timings
+    }
+
+    /// Unique rows this rank's shard has updated, summed over steps.
+    pub fn rows_applied(&self) -> u64 {
+        self.rows_applied
+    }
+
+    /// Resets [`ShardedTable::timings`] and [`ShardedTable::rows_applied`].
+    pub fn reset_timings(&mut self) {
+        self.timings = Timings::default();
+        self.rows_applied = 0;
+    }
+
+    /// Sets a hyper-parameter by name (WholeMemory's `set_parameter`); call it on every rank.
+    pub fn set_parameter(&mut self, name: &str, value: f64) -> Result<(), ShardError> {
+        Ok(self.shard.set_parameter(name, value)?)
+    }
+
+    /// Chooses what non-finite gradients do (refuse the step, or skip and count the inputs).
+    pub fn set_non_finite_policy(&mut self, policy: NonFinitePolicy) {
+        self.shard.set_non_finite_policy(policy);
+    }
+
+    /// Seeds stochastic rounding; the rank is mixed in so shards draw different bits.
+    pub fn set_seed(&mut self, seed: u32) {
+        self.shard
+            .set_seed(seed ^ (self.comm.rank() as u32).wrapping_mul(0x9e37_79b9));
+    }
+
+    /// Inputs this rank dropped for non-finite gradients under `NonFinitePolicy::Skip`.
+    pub fn skipped_inputs(&self) -> u64 {
+        self.shard.skipped_inputs()
+    }
+
+    /// The optimizer's state names.
+    pub fn state_names(&self) -> Vec<&'static str> {
+        self.shard.state_names()
+    }
+
+    /// Agrees on every rank's input check: all ranks return the first rank's error, or all go on.
+    fn agree(&self, verdict: Option<InputError>) -> Result<(), ShardError> {
+        let words = verdict.map_or([0; 3], |e| e.encode());
+        let views = self.comm.all_gather(&to_bytes(&words))?;
+        for (rank, view) in views.iter().enumerate() {
+            let w: Vec<u64> = from_bytes(view);
+            if let Some(error) = w
+                .get(..3)
+                .and_then(|w| InputError::decode([w[0], w[1], w[2]]))
+            {
+                return Err(ShardError::BadInput { rank, error });
+            }
+        }
+        Ok(())
+    }
+
+    fn check_ids(&self, ids: &[u32]) -> Option<InputError> {
+        let rows = self.partition.rows() as u64;
+        ids.iter()
+            .find(|&&id| id as u64 >= rows)
+            .map(|&id| InputError::IdOutOfRange {
+                id: id as u64,
+                rows,
+            })
+    }
+
+    /// The rows of `ids`, in the caller's order (duplicates included), `ids.len() × dim` values.
+    ///
+    /// Ids are deduplicated here, bucketed by owner, exchanged, gathered on their owners by the
+    /// gather kernel, and exchanged back in the storage dtype. A collective: every rank calls it,
+    /// with its own ids (possibly none). An id out of range is refused on every rank first.
+    pub fn lookup(&self, ids: &[u32]) -> Result<Vec<f32>, ShardError> {
+        let start = Instant::now();
+        self.agree(self.check_ids(ids))?;
+        let route = Route::plan(ids, &self.partition);
+        let requests = self
+            .comm
+            .all_to_all_v(route.local_rows.iter().map(|r| to_bytes(r)).collect())?;
+        let requested: Vec<Vec<u32>> = requests.iter().map(|b| from_bytes(b)).collect();
+        let all: Vec<u32> = requested.concat();
+        let gather_start = Instant::now();
+        let rows = self.shard.gather_raw(&all)?;
+        let gather = gather_start.elapsed();
+        let row_bytes = self.config().dim * self.config().weight_dtype.size();
+        let mut replies = Vec::with_capacity(requested.len());
+        let mut offset = 0;
+        for r in &requested {
+            replies.push(rows[offset..offset + r.len() * row_bytes].to_vec());
+            offset += r.len() * row_bytes;
+        }
+        let answers = self.comm.all_to_all_v(replies)?;
+        // Unique id u's row is at position k of the reply from its owner, where k is its rank
+        // among that owner's ids.
+        let dim = self.config().dim;
+        let dtype = self.config().weight_dtype;
+        let mut unique = vec![0.0f32; route.unique() * dim];
+        for (owner, indices) in route.by_owner.iter().enumerate() {
+            let values = dtype.decode(&answers[owner]);
+            for (k, &u) in indices.iter().enumerate() {
+                unique[u as usize * dim..][..dim].copy_from_slice(&values[k * dim..][..dim]);
+            }
+        }
+        let mut out = Vec::with_capacity(ids.len() * dim);
+        for u in route.inverse() {
+            out.extend_from_slice(&unique[u as usize * dim..][..dim]);
+        }
+        self.timings
+            .record(start.elapsed(), gather, std::time::Duration::ZERO);
+        Ok(out)
+    }
+
+    /// Applies one optimizer step (WholeMemory's `gather_gradient_apply`): `grads` holds one
+    /// `dim`-row per id; duplicates are summed here, one row per unique id goes to its owner, and
+    /// each owner sums what it received (in rank order) and runs the fused update. Only touched
+    /// rows and their states change. A collective: every rank calls it, with its own batch.
+    pub fn apply_gradients(
+        &mut self,
+        ids: &[u32],
+        grads: &[f32],
+        lr: f32,
+    ) -> Result<(), ShardError> {
+        let start = Instant::now();
+        let dim = self.config().dim;
+        let verdict = self.check_ids(ids).or_else(|| {
+            (grads.len() != ids.len() * dim).then_some(InputError::GradientShape {
+                expected: (ids.len() * dim) as u64,
+                got: grads.len() as u64,
+            })
+        });
+        let (ids, grads) = match verdict {
+            Some(_) => (ids.to_vec(), Vec::new()),
+            None => self.finite_inputs(ids, grads)?,
+        };
+        let verdict = verdict.or_else(|| {
+            self.shard
+                .next_params(lr)
+                .err()
+                .map(|_| InputError::LearningRate {
+                    value: lr.to_bits() as u64,
+                })
+        });
+        self.agree(verdict)?;
+
+        let route = Route::plan(&ids, &self.partition);
+        let summed = route.summed_gradients(&grads, dim);
+        let messages = route
+            .by_owner
+            .iter()
+            .zip(&route.local_rows)
+            .map(|(indices, locals)| {
+                let mut message = to_bytes(locals);
+                for &u in indices {
+                    message.extend_from_slice(bytemuck::cast_slice(
+                        &summed[u as usize * dim..][..dim],
+                    ));
+                }
+                message
+            })
+            .collect();
+        let received = self.comm.all_to_all_v(messages)?;
+        let mut rows = Vec::new();
+        let mut all_grads = Vec::new();
+        for message in &received {
+            let n = message.len() / (4 + 4 * dim);
+            rows.extend(from_bytes::<u32>(&message[..4 * n]));
+            all_grads.extend(from_bytes::<f32>(&message[4 * n..]));
+        }
+        let segments = rowshard_kernels::Segments::group(&rows);
+        self.rows_applied += segments.len() as u64;
+        let params = self.shard.next_params(lr)?;
+        let apply_start = Instant::now();
+        self.shard.apply_grouped(&segments, all_grads, &params)?;
+        self.timings.record(
+            start.elapsed(),
+            std::time::Duration::ZERO,
+            apply_start.elapsed(),
+        );
+        Ok(())
+    }
+
+    /// Drops inputs with non-finite gradients under `Skip`; refuses them (on every rank) under
+    /// `Reject`.
+    fn finite_inputs(
+        &mut self,
+        ids: &[u32],
+        grads: &[f32],
+    ) -> Result<(Vec<u32>, Vec<f32>), ShardError> {
+        let dim = self.config().dim;
+        let bad = |row: &[f32]| row.iter().any(|v| !v.is_finite());
+        let Some(first) = grads.chunks_exact(dim.max(1)).position(bad) else {
+            return Ok((ids.to_vec(), grads.to_vec()));
+        };
+        if self.shard.non_finite_policy() == NonFinitePolicy::Reject {
+            let error = InputError::NonFiniteGradient {
+                id: ids[first] as u64,
+                position: first as u64,
+            };
+            self.agree(Some(error))?;
+            unreachable!("agree returns this rank's error");
+        }
+        let (mut kept_ids, mut kept) = (Vec::new(), Vec::new());
+        for (i, row) in grads.chunks_exact(dim).enumerate() {
+            if bad(row) {
+                self.shard.count_skipped(1);
+            } else {
+                kept_ids.push(ids[i]);
+                kept.extend_from_slice(row);
+            }
+        }
+        Ok((kept_ids, kept))
+    }
+
+    /// The whole table on `root`, assembled from bounded messages of at most `chunk_rows` rows per
+    /// rank; `None` on the other ranks. A collective.
+    pub fn gather_to_root(
+        &self,
+        root: usize,
+        chunk_rows: usize,
+    ) -> Result<Option<Vec<f32>>, ShardError> {
+        let local = self.partition.local_rows(self.comm.rank());
+        self.assemble(
+            root,
+            chunk_rows,
+            |first, n| {
+                let rows: Vec<u32> = (first as u32..(first + n) as u32).collect();
+                Ok(self.shard.gather(&rows)?)
+            },
+            local,
+            self.config().dim,
+        )
+    }
+
+    /// Optimizer state `name` of the whole table on `root` (per element: `rows × dim`; per row:
+    /// `rows`), in bounded messages; `None` elsewhere. A collective.
+    pub fn gather_state_to_root(
+        &self,
+        name: &str,
+        root: usize,
+        chunk_rows: usize,
+    ) -> Result<Option<Vec<f32>>, ShardError> {
+        let spec = self.config().optimizer.spec();
+        let width = match spec.states.iter().find(|s| s.name == name).map(|s| s.shape) {
+            Some(StateShape::PerElement) => self.config().dim,
+            Some(StateShape::PerRow) => 1,
+            None => {
+                self.shard.state(name)?;
+                unreachable!("state() refuses unknown names");
+            }
+        };
+        let state = self.shard.state(name)?;
+        let local = self.partition.local_rows(self.comm.rank());
+        self.assemble(
+            root,
+            chunk_rows,
+            |first, n| Ok(state[first * width..(first + n) * width].to_vec()),
+            local,
+            width,
+        )
+    }
+
+    fn assemble(
+        &self,
+        root: usize,
+        chunk_rows: usize,
+        read: impl Fn(usize, usize) -> Result<Vec<f32>, ShardError>,
+        local: usize,
+        width: usize,
+    ) -> Result<Option<Vec<f32>>, ShardError> {
+        let chunk = chunk_rows.max(1);
+        let world = self.comm.world();
+        let rounds = (0..world)
+            .map(|r| self.partition.local_rows(r).div_ceil(chunk))
+            .max()
+            .unwrap_or(0);
+        let mut full =
+            (self.comm.rank() == root).then(|| vec![0.0f32; self.partition.rows() * width]);
+        for round in 0..rounds {
+            let first = (round * chunk).min(local);
+            let n = chunk.min(local - first);
+            let part = read(first, n)?;
+            if let Some(parts) = self.comm.gather(root, &to_bytes(&part))? {
+                let full = full.as_mut().expect("root");
+                for (rank, bytes) in parts.iter().enumerate() {
+                    let values: Vec<f32> = from_bytes(bytes);
+                    for (k, row) in values.chunks_exact(width).enumerate() {
+                        let global = self.partition.global(rank, round * chunk + k);
+                        full[global * width..][..width].copy_from_slice(row);
+                    }
+                }
+            }
+        }
+        Ok(full)
+    }
+}
+
+/// What every rank must agree on, as text (also what a mismatch reports).
+fn describe(spec: &ShardedTableSpec, partition: &Partition) -> String {
+    let c = &spec.config;
+    format!(
+        "rows {} dim {} world {} partition {}:{:x} optimizer {} weights {} states {} clock {:?} adamw {} sr {} state location {:?}",
+        spec.rows,
+        c.dim,
+        partition.world(),
+        spec.scheme.name(),
+        partition.digest(),
+        c.optimizer,
+        c.weight_dtype,
+        c.state_dtype,
+        c.bias_clock,
+        c.decoupled_weight_decay,
+        c.stochastic_rounding,
+        spec.state_location,
+    )
+}

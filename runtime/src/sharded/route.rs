@@ -1,0 +1,73 @@
+//! The routing plan of one call: the caller's ids deduplicated, and the unique ids bucketed by
+//! owner rank.
+
+use rowshard_kernels::Segments;
+
+use crate::partition::Partition;
+
+/// Unique ids of a batch and where each goes.
+pub(crate) struct Route {
+    /// The batch grouped by id (unique ids ascending; inputs of each in batch order).
+    pub segments: Segments,
+    /// For each owner rank, indices into `segments.rows` of the ids it owns, ascending.
+    pub by_owner: Vec<Vec<u32>>,
+    /// For each owner rank, the local rows of those ids.
+    pub local_rows: Vec<Vec<u32>>,
+}
+
+impl Route {
+    /// Plans `ids` (already checked to be in range) over `partition`.
+    pub fn plan(ids: &[u32], partition: &Partition) -> Self {
+        let segments = Segments::group(ids);
+        let world = partition.world();
+        let mut by_owner = vec![Vec::new(); world];
+        let mut local_rows = vec![Vec::new(); world];
+        for (u, &id) in segments.rows.iter().enumerate() {
+            let (owner, local) = partition.locate(id);
+            by_owner[owner].push(u as u32);
+            local_rows[owner].push(local);
+        }
+        Self {
+            segments,
+            by_owner,
+            local_rows,
+        }
+    }
+
+    /// Unique ids.
+    pub fn unique(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// For each input position, the index of its id among the unique ids.
+    pub fn inverse(&self) -> Vec<u32> {
+        let mut inverse = vec![0u32; self.segments.order.len()];
+        for u in 0..self.segments.len() {
+            let (a, b) = (
+                self.segments.offsets[u] as usize,
+                self.segments.offsets[u + 1] as usize,
+            );
+            for &position in &self.segments.order[a..b] {
+                inverse[position as usize] = u as u32;
+            }
+        }
+        inverse
+    }
+
+    /// The gradient of each unique id: its inputs' rows summed in batch order.
+    pub fn summed_gradients(&self, grads: &[f32], dim: usize) -> Vec<f32> {
+        let mut summed = vec![0.0f32; self.unique() * dim];
+        for (u, acc) in summed.chunks_exact_mut(dim.max(1)).enumerate() {
+            let (a, b) = (
+                self.segments.offsets[u] as usize,
+                self.segments.offsets[u + 1] as usize,
+            );
+            for &position in &self.segments.order[a..b] {
+                for (s, g) in acc.iter_mut().zip(&grads[position as usize * dim..][..dim]) {
+                    *s += g;
+                }
+            }
+        }
+        summed
+    }
+}

@@ -1,0 +1,438 @@
+//! The sharded table on thread ranks, checked against one rank processing the union of the
+//! ranks' batches, for every optimizer × dtype × partition scheme and 2, 3 and 4 ranks; plus
+//! bad input on one rank, mismatched ranks and failing ranks.
+
+use std::time::{Duration, Instant};
+
+use rowshard::comm::threads;
+use rowshard::{
+    Backend, CommError, Communicator, DType, InputError, NonFinitePolicy, Optimizer,
+    PartitionScheme, ShardError, ShardedTable, ShardedTableSpec, StateLocation, TABLE, TableConfig,
+};
+use rowshard_tests::data::Rng;
+use rowshard_tests::reference::{assert_close, tolerance};
+
+const ROWS: usize = 37;
+const DIM: usize = 8;
+const STEPS: usize = 3;
+
+fn spec(optimizer: Optimizer, dtype: DType, scheme: PartitionScheme) -> ShardedTableSpec {
+    ShardedTableSpec {
+        rows: ROWS,
+        config: TableConfig::new(optimizer, dtype, DIM),
+        scheme,
+        init: rowshard::Initializer::Uniform {
+            bound: 0.5,
+            seed: 11,
+        },
+        state_location: StateLocation::WithShard,
+    }
+}
+
+fn schemes(world: usize) -> Vec<PartitionScheme> {
+    // Uneven explicit counts, with an empty rank when there are enough ranks.
+    let mut counts = vec![ROWS / world; world];
+    counts[0] += ROWS % world;
+    if world > 2 {
+        counts[0] += counts[1];
+        counts[1] = 0;
+    }
+    vec![
+        PartitionScheme::Even,
+        PartitionScheme::Explicit(counts),
+        PartitionScheme::RoundRobin { block: 3 },
+    ]
+}
+
+/// Per step, per rank: ids and gradients. With `unique_per_rank`, no id repeats within a rank's
+/// batch (ids still repeat across ranks), so the summation order matches one rank's exactly.
+fn batches(world: usize, unique_per_rank: bool, seed: u64) -> Vec<Vec<(Vec<u32>, Vec<f32>)>> {
+    let mut rng = Rng::new(seed);
+    (0..STEPS)
+        .map(|_| {
+            (0..world)
+                .map(|r| {
+                    let n = 6 + r;
+                    let ids: Vec<u32> = if unique_per_rank {
+                        let mut all: Vec<u32> = (0..ROWS as u32 - 5).collect();
+                        for i in 0..n {
+                            let j = i + rng.below((all.len() - i) as u32) as usize;
+                            all.swap(i, j);
+                        }
+                        all.truncate(n);
+                        all
+                    } else {
+                        (0..n)
+                            .map(|i| {
+                                if i % 3 == 0 {
+                                    4
+                                } else {
+                                    rng.below(ROWS as u32 - 5)
+                                }
+                            })
+                            .collect()
+                    };
+                    let grads = rng.values(n * DIM, -1.0, 1.0);
+                    (ids, grads)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Runs the steps on `world` thread ranks; returns the whole table and every state, gathered on
+/// rank 0 (in small chunks).
+fn run(
+    spec: &ShardedTableSpec,
+    world: usize,
+    steps: &[Vec<(Vec<u32>, Vec<f32>)>],
+) -> (Vec<f32>, Vec<Vec<f32>>) {
+    let results = threads::run(world, |comm| -> Result<_, ShardError> {
+        let client = Backend::Cpu.client()?;
+        let mut table = ShardedTable::new(comm, &client, spec)?;
+        for step in steps {
+            let (ids, grads) = &step[comm.rank()];
+            let rows = table.lookup(ids)?;
+            assert_eq!(rows.len(), ids.len() * DIM);
+            table.apply_gradients(ids, grads, 0.05)?;
+        }
+        let weights = table.gather_to_root(0, 4)?;
+        let states: Vec<_> = table
+            .state_names()
+            .into_iter()
+            .map(|n| table.gather_state_to_root(n, 0, 3))
+            .collect::<Result<_, _>>()?;
+        Ok((weights, states))
+    });
+    let mut results: Vec<_> = results.into_iter().map(|r| r.expect("rank")).collect();
+    let (weights, states) = results.remove(0);
+    assert!(
+        results
+            .iter()
+            .all(|(w, s)| w.is_none() && s.iter().all(Option::is_none)),
+        "only root gets the table"
+    );
+    (
+        weights.unwrap(),
+        states.into_iter().map(Option::unwrap).collect(),
+    )
+}
+
+/// One rank doing each step's union of the ranks' batches, in rank order.
+fn union(steps: &[Vec<(Vec<u32>, Vec<f32>)>]) -> Vec<Vec<(Vec<u32>, Vec<f32>)>> {
+    steps
+        .iter()
+        .map(|step| {
+            let ids = step.iter().flat_map(|(i, _)| i.clone()).collect();
+            let grads = step.iter().flat_map(|(_, g)| g.clone()).collect();
+            vec![(ids, grads)]
+        })
+        .collect()
+}
+
+fn check_equivalence(optimizer: Optimizer, dtype: DType) {
+    for world in [2, 3, 4] {
+        for scheme in schemes(world) {
+            for unique_per_rank in [true, false] {
+                let steps = batches(world, unique_per_rank, world as u64 * 31 + optimizer as u64);
+                let (w_multi, s_multi) =
+                    run(&spec(optimizer, dtype, scheme.clone()), world, &steps);
+                let (w_one, s_one) = run(
+                    &spec(optimizer, dtype, PartitionScheme::Even),
+                    1,
+                    &union(&steps),
+                );
+                let what = format!(
+                    "{optimizer} {dtype} W={world} {scheme:?} unique_per_rank={unique_per_rank}"
+                );
+                if unique_per_rank {
+                    // Same summation order: the same bits.
+                    assert_eq!(bits(&w_multi), bits(&w_one), "{what}: weights");
+                    for (a, b) in s_multi.iter().zip(&s_one) {
+                        assert_eq!(bits(a), bits(b), "{what}: states");
+                    }
+                } else {
+                    let f64s = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
+                    assert_close(&what, &w_multi, &f64s(&w_one), tolerance(dtype));
+                    for (a, b) in s_multi.iter().zip(&s_one) {
+                        assert_close(&format!("{what} state"), a, &f64s(b), (1e-5, 1e-4));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+macro_rules! equivalence_tests {
+    ($($name:ident => $dtype:ident),+) => {
+        $(
+            #[test]
+            fn $name() {
+                for spec in TABLE {
+                    check_equivalence(spec.optimizer, DType::$dtype);
+                }
+            }
+        )+
+    };
+}
+
+equivalence_tests!(
+    every_optimizer_on_2_3_4_ranks_equals_one_rank_f32 => F32,
+    every_optimizer_on_2_3_4_ranks_equals_one_rank_f16 => F16,
+    every_optimizer_on_2_3_4_ranks_equals_one_rank_bf16 => BF16
+);
+
+#[test]
+fn lookup_returns_rows_in_the_callers_order_for_tiny_and_empty_shards() {
+    for (rows, world) in [(5, 4), (2, 4), (1, 3)] {
+        let spec = ShardedTableSpec {
+            rows,
+            ..spec(Optimizer::Sgd, DType::F32, PartitionScheme::Even)
+        };
+        let expected = spec.init.values(0, rows, DIM);
+        let results = threads::run(world, |comm| -> Result<_, ShardError> {
+            let client = Backend::Cpu.client()?;
+            let table = ShardedTable::new(comm, &client, &spec)?;
+            let ids: Vec<u32> = (0..rows as u32).rev().chain([0, 0]).collect();
+            Ok((ids.clone(), table.lookup(&ids)?))
+        });
+        for result in results {
+            let (ids, got) = result.unwrap();
+            for (i, &id) in ids.iter().enumerate() {
+                assert_eq!(
+                    &got[i * DIM..][..DIM],
+                    &expected[id as usize * DIM..][..DIM],
+                    "{rows} rows on {world} ranks"
+                );
+            }
+        }
+    }
+}
+
+/// Every rank runs `bad` (rank 1 with the bad input, the others with good input), checks the
+/// error, and the table and states are unchanged everywhere.
+fn refused_everywhere(
+    policy: NonFinitePolicy,
+    bad: impl Fn(&mut ShardedTable, usize) -> Result<(), ShardError> + Sync,
+    expected: InputError,
+) {
+    let spec = spec(
+        Optimizer::Adam,
+        DType::F32,
+        PartitionScheme::RoundRobin { block: 2 },
+    );
+    let results = threads::run(3, |comm| -> Result<_, ShardError> {
+        let client = Backend::Cpu.client()?;
+        let mut table = ShardedTable::new(comm, &client, &spec)?;
+        table.set_non_finite_policy(policy);
+        table.apply_gradients(&[1, 2], &[0.5; 2 * DIM], 0.1)?;
+        let before = (
+            table.gather_to_root(0, 5)?,
+            table.gather_state_to_root("m", 0, 5)?,
+            table.step(),
+        );
+        let err = bad(&mut table, comm.rank()).expect_err("refused");
+        let after = (
+            table.gather_to_root(0, 5)?,
+            table.gather_state_to_root("m", 0, 5)?,
+            table.step(),
+        );
+        Ok((
+            err.to_string(),
+            matches!(err, ShardError::BadInput { rank: 1, error } if error == expected),
+            before == after,
+        ))
+    });
+    for (rank, result) in results.into_iter().enumerate() {
+        let (message, right_error, unchanged) = result.unwrap();
+        assert!(right_error, "rank {rank}: {message}");
+        assert!(unchanged, "rank {rank}: something changed");
+    }
+}
+
+#[test]
+fn an_out_of_range_id_on_one_rank_is_refused_on_every_rank_and_changes_nothing() {
+    let ids = |rank| {
+        if rank == 1 {
+            vec![3, ROWS as u32]
+        } else {
+            vec![3, 4]
+        }
+    };
+    refused_everywhere(
+        NonFinitePolicy::Reject,
+        |t, rank| t.lookup(&ids(rank)).map(|_| ()),
+        InputError::IdOutOfRange {
+            id: ROWS as u64,
+            rows: ROWS as u64,
+        },
+    );
+    refused_everywhere(
+        NonFinitePolicy::Reject,
+        |t, rank| t.apply_gradients(&ids(rank), &[0.1; 2 * DIM], 0.1),
+        InputError::IdOutOfRange {
+            id: ROWS as u64,
+            rows: ROWS as u64,
+        },
+    );
+}
+
+#[test]
+fn bad_gradients_on_one_rank_are_refused_on_every_rank_and_change_nothing() {
+    refused_everywhere(
+        NonFinitePolicy::Reject,
+        |t, rank| {
+            t.apply_gradients(
+                &[3, 4],
+                &vec![0.1; if rank == 1 { DIM } else { 2 * DIM }],
+                0.1,
+            )
+        },
+        InputError::GradientShape {
+            expected: 2 * DIM as u64,
+            got: DIM as u64,
+        },
+    );
+    refused_everywhere(
+        NonFinitePolicy::Reject,
+        |t, rank| {
+            let mut g = vec![0.1; 2 * DIM];
+            if rank == 1 {
+                g[DIM + 2] = f32::NAN;
+            }
+            t.apply_gradients(&[3, 4], &g, 0.1)
+        },
+        InputError::NonFiniteGradient { id: 4, position: 1 },
+    );
+    refused_everywhere(
+        NonFinitePolicy::Reject,
+        |t, rank| t.apply_gradients(&[3], &[0.1; DIM], if rank == 1 { -1.0 } else { 0.1 }),
+        InputError::LearningRate {
+            value: (-1.0f32).to_bits() as u64,
+        },
+    );
+}
+
+#[test]
+fn skipped_non_finite_gradients_are_counted_and_the_rest_applied() {
+    let spec = spec(Optimizer::Sgd, DType::F32, PartitionScheme::Even);
+    let step = |nan: bool| {
+        let mut g = vec![0.25; 2 * DIM];
+        if nan {
+            g[0] = f32::INFINITY;
+        }
+        g
+    };
+    let skip = threads::run(2, |comm| -> Result<_, ShardError> {
+        let client = Backend::Cpu.client()?;
+        let mut table = ShardedTable::new(comm, &client, &spec)?;
+        table.set_non_finite_policy(NonFinitePolicy::Skip);
+        table.apply_gradients(&[30, 2], &step(comm.rank() == 0), 0.1)?;
+        Ok((table.gather_to_root(0, 8)?, table.skipped_inputs()))
+    });
+    let clean = threads::run(2, |comm| -> Result<_, ShardError> {
+        let client = Backend::Cpu.client()?;
+        let mut table = ShardedTable::new(comm, &client, &spec)?;
+        let (ids, grads) = if comm.rank() == 0 {
+            (vec![2], vec![0.25; DIM])
+        } else {
+            (vec![30, 2], step(false))
+        };
+        table.apply_gradients(&ids, &grads, 0.1)?;
+        table.gather_to_root(0, 8)
+    });
+    let skip: Vec<_> = skip.into_iter().map(Result::unwrap).collect();
+    assert_eq!(skip.iter().map(|s| s.1).collect::<Vec<_>>(), vec![1, 0]);
+    assert_eq!(skip[0].0, *clean[0].as_ref().unwrap());
+}
+
+#[test]
+fn ranks_that_disagree_on_the_table_are_told_so() {
+    let results = threads::run(2, |comm| -> Result<_, ShardError> {
+        let client = Backend::Cpu.client()?;
+        let scheme = if comm.rank() == 0 {
+            PartitionScheme::Even
+        } else {
+            PartitionScheme::RoundRobin { block: 4 }
+        };
+        ShardedTable::new(comm, &client, &spec(Optimizer::Sgd, DType::F32, scheme)).map(|_| ())
+    });
+    for r in results {
+        assert!(matches!(r, Err(ShardError::Mismatch { .. })), "{r:?}");
+    }
+    let results = threads::run(2, |comm| -> Result<_, ShardError> {
+        let client = Backend::Cpu.client()?;
+        let rows = if comm.rank() == 0 { ROWS } else { ROWS + 1 };
+        ShardedTable::new(
+            comm,
+            &client,
+            &ShardedTableSpec {
+                rows,
+                ..spec(Optimizer::Sgd, DType::F32, PartitionScheme::Even)
+            },
+        )
+        .map(|_| ())
+    });
+    assert!(
+        results
+            .iter()
+            .all(|r| matches!(r, Err(ShardError::Mismatch { .. })))
+    );
+}
+
+#[test]
+fn a_failing_rank_makes_the_others_return_an_error_not_hang() {
+    let start = Instant::now();
+    let results = threads::run_with_timeout(
+        3,
+        Duration::from_secs(60),
+        |comm| -> Result<_, ShardError> {
+            let client = Backend::Cpu.client()?;
+            let table = ShardedTable::new(
+                comm,
+                &client,
+                &spec(Optimizer::Sgd, DType::F32, PartitionScheme::Even),
+            )?;
+            if comm.rank() == 2 {
+                panic!("rank 2 fails on purpose");
+            }
+            table.lookup(&[1, 2, 3])?;
+            Ok(())
+        },
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        start.elapsed()
+    );
+    for (rank, r) in results.iter().enumerate() {
+        assert!(
+            matches!(
+                r,
+                Err(ShardError::Comm(CommError::PeerFailed { rank: 2, .. }))
+            ),
+            "rank {rank}: {r:?}"
+        );
+    }
+}
+
+#[test]
+fn state_in_host_memory_is_accepted_on_the_cpu_runtime() {
+    let spec = ShardedTableSpec {
+        state_location: StateLocation::Host,
+        ..spec(Optimizer::Adam, DType::F32, PartitionScheme::Even)
+    };
+    let results = threads::run(2, |comm| -> Result<_, ShardError> {
+        let client = Backend::Cpu.client()?;
+        ShardedTable::new(comm, &client, &spec).map(|t| t.state_names())
+    });
+    assert!(
+        results
+            .into_iter()
+            .all(|r| r.unwrap() == vec!["m", "v", "step"])
+    );
+}

@@ -1,0 +1,104 @@
+//! Snapshot tests of the generated kernel source, compiled without any device: CUDA C++ for every
+//! (optimizer × weight dtype) of the table and WGSL where the dtype allows, plus the gather kernel
+//! per dtype. Entry-point hashes are redacted. The set of snapshot files must equal the set the
+//! table implies, so a new table row without a snapshot fails here.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use rowshard_kernels::source::{Language, apply_source, gather_source};
+use rowshard_kernels::{DType, TABLE, TableConfig};
+
+const LANGUAGES: [Language; 2] = [Language::CudaCpp, Language::Wgsl];
+
+/// `(snapshot name, source)` for every kernel the table implies.
+fn expected_kernels() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for spec in TABLE {
+        for &dtype in spec.weight_dtypes {
+            for language in LANGUAGES.into_iter().filter(|l| l.supports(dtype)) {
+                let config = TableConfig::new(spec.optimizer, dtype, 128);
+                let source = apply_source(&config, language).expect("apply source");
+                out.push((
+                    format!("apply_{}_{}_{}", spec.name, dtype.name(), language.name()),
+                    source,
+                ));
+            }
+        }
+    }
+    for dtype in DType::ALL {
+        for language in LANGUAGES.into_iter().filter(|l| l.supports(dtype)) {
+            let source = gather_source(dtype, language).expect("gather source");
+            out.push((
+                format!("gather_{}_{}", dtype.name(), language.name()),
+                source,
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn kernel_sources_match_their_snapshots() {
+    for (name, source) in expected_kernels() {
+        insta::assert_snapshot!(name, source);
+    }
+}
+
+#[test]
+fn every_table_row_has_a_snapshot_and_no_snapshot_is_stale() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots");
+    let on_disk: BTreeSet<String> = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter_map(|n| {
+                    n.strip_suffix(".snap")
+                        .map(|s| s.trim_start_matches("snapshots__").to_string())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let expected: BTreeSet<String> = expected_kernels().into_iter().map(|(n, _)| n).collect();
+    let missing: Vec<_> = expected.difference(&on_disk).collect();
+    let stale: Vec<_> = on_disk.difference(&expected).collect();
+    assert!(
+        missing.is_empty(),
+        "kernels without a snapshot (run `cargo insta accept` after reviewing): {missing:?}"
+    );
+    assert!(
+        stale.is_empty(),
+        "snapshots no table row produces: {stale:?}"
+    );
+}
+
+#[test]
+fn snapshots_are_redacted_and_specialised() {
+    let adam = apply_source(
+        &TableConfig::new(rowshard_kernels::Optimizer::Adam, DType::F32, 128),
+        Language::CudaCpp,
+    )
+    .unwrap();
+    assert!(
+        adam.contains("fused_apply") && adam.contains("_HASH"),
+        "entry point not redacted"
+    );
+    assert!(
+        adam.contains("sqrt"),
+        "Adam's kernel computes a square root"
+    );
+    let sgd = apply_source(
+        &TableConfig::new(rowshard_kernels::Optimizer::Sgd, DType::F32, 128),
+        Language::CudaCpp,
+    )
+    .unwrap();
+    assert!(
+        !sgd.contains("sqrt"),
+        "SGD's kernel is specialised: no square root"
+    );
+    let err = gather_source(DType::BF16, Language::Wgsl).unwrap_err();
+    assert!(matches!(
+        err,
+        rowshard_kernels::KernelError::UnsupportedDType { .. }
+    ));
+}
