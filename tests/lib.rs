@@ -2,5 +2,6 @@
 //! optimizer, seeded data, and the kernel suite instantiated per runtime.
 
 pub mod data;
+pub mod equivalence;
 pub mod reference;
 pub mod suite;

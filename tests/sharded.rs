@@ -7,164 +7,38 @@ use std::time::{Duration, Instant};
 use rowshard::comm::threads;
 use rowshard::{
     Backend, CommError, Communicator, DType, InputError, NonFinitePolicy, Optimizer,
-    PartitionScheme, ShardError, ShardedTable, ShardedTableSpec, StateLocation, TABLE, TableConfig,
+    PartitionScheme, ShardError, ShardedTable, ShardedTableSpec, StateLocation, TABLE,
 };
-use rowshard_tests::data::Rng;
-use rowshard_tests::reference::{assert_close, tolerance};
-
-const ROWS: usize = 37;
-const DIM: usize = 8;
-const STEPS: usize = 3;
-
-fn spec(optimizer: Optimizer, dtype: DType, scheme: PartitionScheme) -> ShardedTableSpec {
-    ShardedTableSpec {
-        rows: ROWS,
-        config: TableConfig::new(optimizer, dtype, DIM),
-        scheme,
-        init: rowshard::Initializer::Uniform {
-            bound: 0.5,
-            seed: 11,
-        },
-        state_location: StateLocation::WithShard,
-    }
-}
-
-fn schemes(world: usize) -> Vec<PartitionScheme> {
-    // Uneven explicit counts, with an empty rank when there are enough ranks.
-    let mut counts = vec![ROWS / world; world];
-    counts[0] += ROWS % world;
-    if world > 2 {
-        counts[0] += counts[1];
-        counts[1] = 0;
-    }
-    vec![
-        PartitionScheme::Even,
-        PartitionScheme::Explicit(counts),
-        PartitionScheme::RoundRobin { block: 3 },
-    ]
-}
-
-/// Per step, per rank: ids and gradients. With `unique_per_rank`, no id repeats within a rank's
-/// batch (ids still repeat across ranks), so the summation order matches one rank's exactly.
-fn batches(world: usize, unique_per_rank: bool, seed: u64) -> Vec<Vec<(Vec<u32>, Vec<f32>)>> {
-    let mut rng = Rng::new(seed);
-    (0..STEPS)
-        .map(|_| {
-            (0..world)
-                .map(|r| {
-                    let n = 6 + r;
-                    let ids: Vec<u32> = if unique_per_rank {
-                        let mut all: Vec<u32> = (0..ROWS as u32 - 5).collect();
-                        for i in 0..n {
-                            let j = i + rng.below((all.len() - i) as u32) as usize;
-                            all.swap(i, j);
-                        }
-                        all.truncate(n);
-                        all
-                    } else {
-                        (0..n)
-                            .map(|i| {
-                                if i % 3 == 0 {
-                                    4
-                                } else {
-                                    rng.below(ROWS as u32 - 5)
-                                }
-                            })
-                            .collect()
-                    };
-                    let grads = rng.values(n * DIM, -1.0, 1.0);
-                    (ids, grads)
-                })
-                .collect()
-        })
-        .collect()
-}
-
-/// Runs the steps on `world` thread ranks; returns the whole table and every state, gathered on
-/// rank 0 (in small chunks).
-fn run(
-    spec: &ShardedTableSpec,
-    world: usize,
-    steps: &[Vec<(Vec<u32>, Vec<f32>)>],
-) -> (Vec<f32>, Vec<Vec<f32>>) {
-    let results = threads::run(world, |comm| -> Result<_, ShardError> {
-        let client = Backend::Cpu.client()?;
-        let mut table = ShardedTable::new(comm, &client, spec)?;
-        for step in steps {
-            let (ids, grads) = &step[comm.rank()];
-            let rows = table.lookup(ids)?;
-            assert_eq!(rows.len(), ids.len() * DIM);
-            table.apply_gradients(ids, grads, 0.05)?;
-        }
-        let weights = table.gather_to_root(0, 4)?;
-        let states: Vec<_> = table
-            .state_names()
-            .into_iter()
-            .map(|n| table.gather_state_to_root(n, 0, 3))
-            .collect::<Result<_, _>>()?;
-        Ok((weights, states))
-    });
-    let mut results: Vec<_> = results.into_iter().map(|r| r.expect("rank")).collect();
-    let (weights, states) = results.remove(0);
-    assert!(
-        results
-            .iter()
-            .all(|(w, s)| w.is_none() && s.iter().all(Option::is_none)),
-        "only root gets the table"
-    );
-    (
-        weights.unwrap(),
-        states.into_iter().map(Option::unwrap).collect(),
-    )
-}
-
-/// One rank doing each step's union of the ranks' batches, in rank order.
-fn union(steps: &[Vec<(Vec<u32>, Vec<f32>)>]) -> Vec<Vec<(Vec<u32>, Vec<f32>)>> {
-    steps
-        .iter()
-        .map(|step| {
-            let ids = step.iter().flat_map(|(i, _)| i.clone()).collect();
-            let grads = step.iter().flat_map(|(_, g)| g.clone()).collect();
-            vec![(ids, grads)]
-        })
-        .collect()
-}
+use rowshard_tests::equivalence::{
+    DIM, ROWS, assert_equivalent, batches, one_rank, run_rank, schemes, spec,
+};
 
 fn check_equivalence(optimizer: Optimizer, dtype: DType) {
     for world in [2, 3, 4] {
         for scheme in schemes(world) {
             for unique_per_rank in [true, false] {
                 let steps = batches(world, unique_per_rank, world as u64 * 31 + optimizer as u64);
-                let (w_multi, s_multi) =
-                    run(&spec(optimizer, dtype, scheme.clone()), world, &steps);
-                let (w_one, s_one) = run(
-                    &spec(optimizer, dtype, PartitionScheme::Even),
-                    1,
-                    &union(&steps),
+                let spec = spec(optimizer, dtype, scheme.clone());
+                let multi = threads::run(world, |comm| run_rank(comm, &spec, &steps));
+                let mut multi: Vec<_> = multi.into_iter().map(|r| r.expect("rank")).collect();
+                assert!(
+                    multi[1..].iter().all(Option::is_none),
+                    "only rank 0 gets the table"
                 );
+                let multi = multi.remove(0).expect("root");
                 let what = format!(
                     "{optimizer} {dtype} W={world} {scheme:?} unique_per_rank={unique_per_rank}"
                 );
-                if unique_per_rank {
-                    // Same summation order: the same bits.
-                    assert_eq!(bits(&w_multi), bits(&w_one), "{what}: weights");
-                    for (a, b) in s_multi.iter().zip(&s_one) {
-                        assert_eq!(bits(a), bits(b), "{what}: states");
-                    }
-                } else {
-                    let f64s = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
-                    assert_close(&what, &w_multi, &f64s(&w_one), tolerance(dtype));
-                    for (a, b) in s_multi.iter().zip(&s_one) {
-                        assert_close(&format!("{what} state"), a, &f64s(b), (1e-5, 1e-4));
-                    }
-                }
+                assert_equivalent(
+                    &what,
+                    &multi,
+                    &one_rank(&spec, &steps),
+                    unique_per_rank,
+                    dtype,
+                );
             }
         }
     }
-}
-
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
 }
 
 macro_rules! equivalence_tests {

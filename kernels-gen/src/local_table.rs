@@ -23,7 +23,8 @@ pub enum NonFinitePolicy {
 #[derive(Debug)]
 pub struct LocalTable {
     kernels: KernelSet,
-    buffers: TableBuffers,
+    /// Always `Some` until dropped.
+    buffers: Option<TableBuffers>,
     rows: usize,
     hyper: HyperParams,
     step: u64,
@@ -58,7 +59,7 @@ impl LocalTable {
         let hyper = HyperParams::new(kernels.config().optimizer);
         Ok(Self {
             kernels,
-            buffers,
+            buffers: Some(buffers),
             rows,
             hyper,
             step: 0,
@@ -66,6 +67,10 @@ impl LocalTable {
             non_finite: NonFinitePolicy::Reject,
             skipped: 0,
         })
+    }
+
+    fn buffers(&self) -> &TableBuffers {
+        self.buffers.as_ref().expect("buffers live until drop")
     }
 
     /// Rows in this table.
@@ -159,7 +164,7 @@ impl LocalTable {
         let dtype = self.config().weight_dtype;
         let ids = client.create(Bytes::from_elems(rows.to_vec()));
         let out = client.empty(rows.len() * self.dim() * dtype.size());
-        self.kernels.gather(&self.buffers, &ids, rows.len(), &out);
+        self.kernels.gather(self.buffers(), &ids, rows.len(), &out);
         Ok(client.read_one(out)?.to_vec())
     }
 
@@ -231,7 +236,7 @@ impl LocalTable {
         };
         self.step += 1;
         self.kernels
-            .apply(&self.buffers, &step, self.seed, self.step as u32);
+            .apply(self.buffers(), &step, self.seed, self.step as u32);
         cubecl::future::block_on(client.sync())?;
         Ok(())
     }
@@ -249,7 +254,7 @@ impl LocalTable {
         let bytes = self
             .kernels
             .client()
-            .read_one(self.buffers.weights.clone())?;
+            .read_one(self.buffers().weights.clone())?;
         Ok(self.config().weight_dtype.decode(&bytes))
     }
 
@@ -280,16 +285,16 @@ impl LocalTable {
             .ok_or_else(unknown)?;
         let client = self.kernels.client();
         let (handle, dtype, len) = match slot.shape {
-            StateShape::PerRow => (&self.buffers.row_state, DType::F32, self.rows),
+            StateShape::PerRow => (&self.buffers().row_state, DType::F32, self.rows),
             StateShape::PerElement => {
                 let k = spec
                     .element_states()
                     .position(|s| s.name == name)
                     .ok_or_else(unknown)?;
                 let handle = if k == 0 {
-                    &self.buffers.state_a
+                    &self.buffers().state_a
                 } else {
-                    &self.buffers.state_b
+                    &self.buffers().state_b
                 };
                 (handle, self.config().state_dtype, self.rows * self.dim())
             }
@@ -297,5 +302,14 @@ impl LocalTable {
         let mut values = dtype.decode(&client.read_one(handle.clone())?);
         values.truncate(len);
         Ok(values)
+    }
+}
+
+impl Drop for LocalTable {
+    /// Frees the buffers and asks the runtime to return the memory: the `cpu` runtime pools memory
+    /// per stream (per thread), and a pool whose thread is gone would otherwise keep it.
+    fn drop(&mut self) {
+        drop(self.buffers.take());
+        let _ = self.kernels.client().memory_cleanup();
     }
 }

@@ -2,6 +2,12 @@
 
 use clap::Parser;
 
+/// mimalloc keeps freed large buffers mapped: the per-step buffers of a sharded step are tens of
+/// MiB, and glibc's allocator returns such buffers to the OS on free, so every step paid the page
+/// faults of touching them again.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     if let Err(e) = rowshard::cli::run(rowshard::cli::Cli::parse()) {
         eprintln!("rowshard: {e}");

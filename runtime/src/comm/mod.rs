@@ -4,6 +4,8 @@
 //! Backends: [`threads`] (ranks as threads of one process; the default on one machine and what
 //! the tests use), `mpi` (processes and hosts; feature `mpi`) and `nccl` (GPUs; feature `nccl`).
 
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod threads;
 
 /// Why a collective failed.
@@ -37,7 +39,7 @@ pub enum CommError {
 
 /// A group of `world()` ranks, of which this is `rank()`. All ranks call the same collectives in
 /// the same order.
-pub trait Communicator: Send + Sync {
+pub trait Communicator {
     /// This rank, in `0..world()`.
     fn rank(&self) -> usize;
 
