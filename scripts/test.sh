@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # The test command: formatting, lints, docs, and the whole test suite on both runtimes
-# (CubeCL `cpu`, and `wgpu` on Vulkan — Mesa lavapipe where there is no GPU).
+# (CubeCL `cpu`, and `wgpu` on Vulkan — Mesa lavapipe where there is no GPU), thread ranks and
+# MPI ranks (mpirun -np 2 and 4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 source scripts/env.sh
 
+# Every test crate feature that builds here: both runtimes and MPI.
+features=(--workspace --features rowshard-tests/mpi)
+
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets -- -D warnings
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
-cargo test --workspace
+cargo clippy "${features[@]}" --all-targets -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc "${features[@]}" --no-deps --quiet
+cargo test "${features[@]}"

@@ -2,6 +2,9 @@
 //! the kernels). Weights are rounded to their storage dtype after each step, as a table stores
 //! them; per-element states are rounded to their dtype the same way.
 
+// Element loops index weights, states and gradients together, as the formulas do.
+#![allow(clippy::needless_range_loop)]
+
 use std::collections::BTreeMap;
 
 use rowshard_kernels::{BiasClock, DType, HyperParams, Optimizer, StateShape, TableConfig};

@@ -91,6 +91,34 @@ impl DType {
         }
     }
 
+    /// Decodes this type's little-endian bytes onto the end of `out` (exact); the hot path of
+    /// every lookup, so it converts whole slices where the bytes are aligned.
+    pub fn decode_into(self, bytes: &[u8], out: &mut Vec<f32>) {
+        use half::slice::HalfFloatSliceExt;
+        let start = out.len();
+        let n = bytes.len() / self.size();
+        match self {
+            DType::F32 => match bytemuck::try_cast_slice::<u8, f32>(bytes) {
+                Ok(values) => out.extend_from_slice(values),
+                Err(_) => out.extend(self.decode(bytes)),
+            },
+            DType::F16 => match bytemuck::try_cast_slice::<u8, f16>(bytes) {
+                Ok(values) => {
+                    out.resize(start + n, 0.0);
+                    values.convert_to_f32_slice(&mut out[start..]);
+                }
+                Err(_) => out.extend(self.decode(bytes)),
+            },
+            DType::BF16 => match bytemuck::try_cast_slice::<u8, bf16>(bytes) {
+                Ok(values) => {
+                    out.resize(start + n, 0.0);
+                    values.convert_to_f32_slice(&mut out[start..]);
+                }
+                Err(_) => out.extend(self.decode(bytes)),
+            },
+        }
+    }
+
     /// Rounds an `f32` to the nearest value of this type (round to nearest even).
     pub fn round(self, x: f32) -> f32 {
         match self {

@@ -4,10 +4,11 @@
 mod route;
 mod timings;
 
+use std::borrow::Cow;
 use std::time::Instant;
 
 use cubecl::prelude::Client;
-use rowshard_kernels::{LocalTable, NonFinitePolicy, StateShape, TableConfig};
+use rowshard_kernels::{DType, LocalTable, NonFinitePolicy, StateShape, TableConfig};
 
 use crate::comm::{Communicator, from_bytes, to_bytes};
 use crate::error::{InputError, ShardError};
@@ -203,33 +204,31 @@ impl<'c> ShardedTable<'c> {
         let requests = self
             .comm
             .all_to_all_v(route.local_rows.iter().map(|r| to_bytes(r)).collect())?;
-        let requested: Vec<Vec<u32>> = requests.iter().map(|b| from_bytes(b)).collect();
-        let all: Vec<u32> = requested.concat();
+        // One gather per requester: each result is that requester's reply as it stands.
         let gather_start = Instant::now();
-        let rows = self.shard.gather_raw(&all)?;
+        let replies = requests
+            .iter()
+            .map(|request| self.shard.gather_raw(&from_bytes::<u32>(request)))
+            .collect::<Result<Vec<_>, _>>()?;
         let gather = gather_start.elapsed();
-        let row_bytes = self.config().dim * self.config().weight_dtype.size();
-        let mut replies = Vec::with_capacity(requested.len());
-        let mut offset = 0;
-        for r in &requested {
-            replies.push(rows[offset..offset + r.len() * row_bytes].to_vec());
-            offset += r.len() * row_bytes;
-        }
         let answers = self.comm.all_to_all_v(replies)?;
-        // Unique id u's row is at position k of the reply from its owner, where k is its rank
-        // among that owner's ids.
-        let dim = self.config().dim;
-        let dtype = self.config().weight_dtype;
-        let mut unique = vec![0.0f32; route.unique() * dim];
+        // Unique id u's row is row k of its owner's answer, where k is u's place among the ids
+        // sent to that owner.
+        let mut slot = vec![(0u32, 0u32); route.unique()];
         for (owner, indices) in route.by_owner.iter().enumerate() {
-            let values = dtype.decode(&answers[owner]);
             for (k, &u) in indices.iter().enumerate() {
-                unique[u as usize * dim..][..dim].copy_from_slice(&values[k * dim..][..dim]);
+                slot[u as usize] = (owner as u32, k as u32);
             }
         }
-        let mut out = Vec::with_capacity(ids.len() * dim);
+        let dtype = self.config().weight_dtype;
+        let row_bytes = self.config().dim * dtype.size();
+        let mut out = Vec::with_capacity(ids.len() * self.config().dim);
         for u in route.inverse() {
-            out.extend_from_slice(&unique[u as usize * dim..][..dim]);
+            let (owner, k) = slot[u as usize];
+            dtype.decode_into(
+                &answers[owner as usize][k as usize * row_bytes..][..row_bytes],
+                &mut out,
+            );
         }
         self.timings
             .record(start.elapsed(), gather, std::time::Duration::ZERO);
@@ -255,7 +254,7 @@ impl<'c> ShardedTable<'c> {
             })
         });
         let (ids, grads) = match verdict {
-            Some(_) => (ids.to_vec(), Vec::new()),
+            Some(_) => (Cow::Borrowed(ids), Cow::Borrowed(&[][..])),
             None => self.finite_inputs(ids, grads)?,
         };
         let verdict = verdict.or_else(|| {
@@ -269,28 +268,15 @@ impl<'c> ShardedTable<'c> {
         self.agree(verdict)?;
 
         let route = Route::plan(&ids, &self.partition);
-        let summed = route.summed_gradients(&grads, dim);
-        let messages = route
-            .by_owner
-            .iter()
-            .zip(&route.local_rows)
-            .map(|(indices, locals)| {
-                let mut message = to_bytes(locals);
-                for &u in indices {
-                    message.extend_from_slice(bytemuck::cast_slice(
-                        &summed[u as usize * dim..][..dim],
-                    ));
-                }
-                message
-            })
-            .collect();
+        let messages = route.messages(&grads, dim);
         let received = self.comm.all_to_all_v(messages)?;
-        let mut rows = Vec::new();
-        let mut all_grads = Vec::new();
+        let total: usize = received.iter().map(|m| m.len() / (4 + 4 * dim)).sum();
+        let mut rows = Vec::with_capacity(total);
+        let mut all_grads = Vec::with_capacity(total * dim);
         for message in &received {
             let n = message.len() / (4 + 4 * dim);
             rows.extend(from_bytes::<u32>(&message[..4 * n]));
-            all_grads.extend(from_bytes::<f32>(&message[4 * n..]));
+            DType::F32.decode_into(&message[4 * n..], &mut all_grads);
         }
         let segments = rowshard_kernels::Segments::group(&rows);
         self.rows_applied += segments.len() as u64;
@@ -307,15 +293,15 @@ impl<'c> ShardedTable<'c> {
 
     /// Drops inputs with non-finite gradients under `Skip`; refuses them (on every rank) under
     /// `Reject`.
-    fn finite_inputs(
+    fn finite_inputs<'a>(
         &mut self,
-        ids: &[u32],
-        grads: &[f32],
-    ) -> Result<(Vec<u32>, Vec<f32>), ShardError> {
+        ids: &'a [u32],
+        grads: &'a [f32],
+    ) -> Result<(Cow<'a, [u32]>, Cow<'a, [f32]>), ShardError> {
         let dim = self.config().dim;
         let bad = |row: &[f32]| row.iter().any(|v| !v.is_finite());
         let Some(first) = grads.chunks_exact(dim.max(1)).position(bad) else {
-            return Ok((ids.to_vec(), grads.to_vec()));
+            return Ok((Cow::Borrowed(ids), Cow::Borrowed(grads)));
         };
         if self.shard.non_finite_policy() == NonFinitePolicy::Reject {
             let error = InputError::NonFiniteGradient {
@@ -334,7 +320,7 @@ impl<'c> ShardedTable<'c> {
                 kept.extend_from_slice(row);
             }
         }
-        Ok((kept_ids, kept))
+        Ok((Cow::Owned(kept_ids), Cow::Owned(kept)))
     }
 
     /// The whole table on `root`, assembled from bounded messages of at most `chunk_rows` rows per

@@ -54,20 +54,36 @@ impl Route {
         inverse
     }
 
-    /// The gradient of each unique id: its inputs' rows summed in batch order.
-    pub fn summed_gradients(&self, grads: &[f32], dim: usize) -> Vec<f32> {
-        let mut summed = vec![0.0f32; self.unique() * dim];
-        for (u, acc) in summed.chunks_exact_mut(dim.max(1)).enumerate() {
-            let (a, b) = (
-                self.segments.offsets[u] as usize,
-                self.segments.offsets[u + 1] as usize,
-            );
-            for &position in &self.segments.order[a..b] {
-                for (s, g) in acc.iter_mut().zip(&grads[position as usize * dim..][..dim]) {
-                    *s += g;
+    /// One message per owner rank: the local rows it owns, then each one's gradient (its inputs'
+    /// rows summed in batch order), as bytes.
+    pub fn messages(&self, grads: &[f32], dim: usize) -> Vec<Vec<u8>> {
+        let mut sum = vec![0.0f32; dim];
+        self.by_owner
+            .iter()
+            .zip(&self.local_rows)
+            .map(|(indices, locals)| {
+                let mut message = Vec::with_capacity(locals.len() * (4 + 4 * dim));
+                message.extend_from_slice(bytemuck::cast_slice(locals));
+                for &u in indices {
+                    let u = u as usize;
+                    let inputs = &self.segments.order
+                        [self.segments.offsets[u] as usize..self.segments.offsets[u + 1] as usize];
+                    if let [only] = inputs {
+                        message.extend_from_slice(bytemuck::cast_slice(
+                            &grads[*only as usize * dim..][..dim],
+                        ));
+                        continue;
+                    }
+                    sum.fill(0.0);
+                    for &position in inputs {
+                        for (s, g) in sum.iter_mut().zip(&grads[position as usize * dim..][..dim]) {
+                            *s += g;
+                        }
+                    }
+                    message.extend_from_slice(bytemuck::cast_slice(&sum));
                 }
-            }
-        }
-        summed
+                message
+            })
+            .collect()
     }
 }
