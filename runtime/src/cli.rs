@@ -1,6 +1,6 @@
 //! The `rowshard` command line.
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 use rowshard_kernels::{Backend, DType};
 
@@ -25,49 +25,10 @@ pub enum Command {
         #[arg(long, default_value = "cpu", value_parser = parse_backend)]
         backend: Backend,
     },
-    /// Benchmarks.
-    Bench {
-        /// Which benchmark.
-        #[command(subcommand)]
-        which: BenchCommand,
-    },
-}
-
-/// The benchmarks.
-#[derive(Subcommand, Debug)]
-pub enum BenchCommand {
-    /// The standard sharded workload: lookup + fused Adam across 1, 2 and 4 ranks.
-    Sharded {
-        /// Runtime: cpu, wgpu or cuda.
-        #[arg(long, default_value = "cpu", value_parser = parse_backend)]
-        backend: Backend,
-        /// Table rows.
-        #[arg(long, default_value_t = 1_000_000)]
-        rows: usize,
-        /// Row length.
-        #[arg(long, default_value_t = 128)]
-        dim: usize,
-        /// Global batch of ids per step, split evenly over the ranks.
-        #[arg(long, default_value_t = 65_536)]
-        batch: usize,
-        /// Timed steps per case (after one warm-up step).
-        #[arg(long, default_value_t = 5)]
-        steps: usize,
-        /// Rank counts (thread ranks), comma-separated.
-        #[arg(long, default_value = "1,2,4", value_delimiter = ',')]
-        ranks: Vec<usize>,
-        /// Weight dtypes, comma-separated.
-        #[arg(long, default_value = "f32,bf16", value_delimiter = ',', value_parser = parse_dtype)]
-        dtypes: Vec<DType>,
-        /// Id distributions: uniform, zipf (exponent 1.0).
-        #[arg(long, default_value = "uniform,zipf", value_delimiter = ',')]
-        ids: Vec<String>,
-        /// Partition schemes: even, round-robin (blocks of one row).
-        #[arg(long, default_value = "even,round-robin", value_delimiter = ',')]
-        partitions: Vec<String>,
-    },
-    /// Gather and fused Adam kernels on one device, against the copy bandwidth.
-    Kernels {
+    /// The standard sharded workload: lookup + fused Adam on 1, 2 and 4 ranks.
+    Bench(BenchArgs),
+    /// The gather and fused-Adam kernels alone on one device, against the copy bandwidth.
+    BenchKernels {
         /// Runtime: cpu, wgpu or cuda.
         #[arg(long, default_value = "cpu", value_parser = parse_backend)]
         backend: Backend,
@@ -89,18 +50,55 @@ pub enum BenchCommand {
     },
 }
 
+/// Arguments of `rowshard bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Runtime: cpu, wgpu or cuda.
+    #[arg(long, default_value = "cpu", value_parser = parse_backend)]
+    backend: Backend,
+    /// Ranks as `threads` of this process, or as the processes of an `mpi` job (start with
+    /// `mpirun -np N`; needs the `mpi` feature).
+    #[arg(long, default_value = "threads")]
+    comm: String,
+    /// Table rows.
+    #[arg(long, default_value_t = 1_000_000)]
+    rows: usize,
+    /// Row length.
+    #[arg(long, default_value_t = 128)]
+    dim: usize,
+    /// Global batch of ids per step, split evenly over the ranks.
+    #[arg(long, default_value_t = 65_536)]
+    batch: usize,
+    /// Timed steps per case (after one warm-up step).
+    #[arg(long, default_value_t = 7)]
+    steps: usize,
+    /// Thread-rank counts, comma-separated (MPI uses the job's size).
+    #[arg(long, default_value = "1,2,4", value_delimiter = ',')]
+    ranks: Vec<usize>,
+    /// Weight dtypes, comma-separated.
+    #[arg(long, default_value = "f32,bf16", value_delimiter = ',', value_parser = parse_dtype)]
+    dtypes: Vec<DType>,
+    /// Id distributions: uniform, zipf (exponent 1.0).
+    #[arg(long, default_value = "uniform,zipf", value_delimiter = ',', value_parser = parse_ids)]
+    ids: Vec<sharded::IdDistribution>,
+    /// Partition schemes: even, round-robin (blocks of one row).
+    #[arg(long, default_value = "even,round-robin", value_delimiter = ',', value_parser = parse_partition)]
+    partitions: Vec<PartitionScheme>,
+}
+
 fn parse_backend(s: &str) -> Result<Backend, String> {
-    Backend::from_name(s)
-        .ok_or_else(|| format!("unknown runtime `{s}`; expected one of: cpu, wgpu, cuda"))
+    Backend::from_name(s).ok_or_else(|| format!("unknown runtime `{s}`; expected one of: cpu, wgpu, cuda"))
+}
+
+fn parse_dtype(s: &str) -> Result<DType, String> {
+    DType::from_name(s).ok_or_else(|| format!("unknown dtype `{s}`; expected one of: f32, f16, bf16"))
 }
 
 fn parse_ids(s: &str) -> Result<sharded::IdDistribution, String> {
     match s {
         "uniform" => Ok(sharded::IdDistribution::Uniform),
         "zipf" => Ok(sharded::IdDistribution::Zipf(1.0)),
-        _ => Err(format!(
-            "unknown id distribution `{s}`; expected uniform or zipf"
-        )),
+        _ => Err(format!("unknown id distribution `{s}`; expected uniform or zipf")),
     }
 }
 
@@ -108,88 +106,65 @@ fn parse_partition(s: &str) -> Result<PartitionScheme, String> {
     match s {
         "even" => Ok(PartitionScheme::Even),
         "round-robin" => Ok(PartitionScheme::RoundRobin { block: 1 }),
-        _ => Err(format!(
-            "unknown partition `{s}`; expected even or round-robin"
-        )),
+        _ => Err(format!("unknown partition `{s}`; expected even or round-robin")),
     }
-}
-
-fn parse_dtype(s: &str) -> Result<DType, String> {
-    DType::from_name(s)
-        .ok_or_else(|| format!("unknown dtype `{s}`; expected one of: f32, f16, bf16"))
 }
 
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     match cli.command {
         Command::Demo { backend } => crate::demo::run(backend)?,
-        Command::Bench { which } => match which {
-            BenchCommand::Sharded {
-                backend,
-                rows,
-                dim,
-                batch,
-                steps,
-                ranks,
-                dtypes,
-                ids,
-                partitions,
-            } => {
-                let workload = sharded::Workload {
-                    backend,
-                    rows,
-                    dim,
-                    batch,
-                    steps,
-                };
-                let ids = ids
-                    .iter()
-                    .map(|s| parse_ids(s))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let partitions = partitions
-                    .iter()
-                    .map(|s| parse_partition(s))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let copy = bandwidth::measure(256 << 20);
-                sharded::print_header(&workload, &copy, "thread");
-                for &world in &ranks {
-                    for &dtype in &dtypes {
-                        for &dist in &ids {
-                            for scheme in &partitions {
-                                let case = sharded::Case {
-                                    world,
-                                    dtype,
-                                    ids: dist,
-                                    scheme: scheme.clone(),
-                                };
-                                let result = sharded::run_case_threads(&workload, &case)?;
-                                sharded::print_row(&result, &copy);
-                            }
-                        }
-                    }
+        Command::Bench(args) => bench(args)?,
+        Command::BenchKernels { backend, rows, dim, batch, dtypes, repeats } => {
+            let bench = KernelBench { backend, rows, dim, batch, dtypes, repeats };
+            let figures = bench.run()?;
+            let copy = bandwidth::measure(256 << 20);
+            crate::bench::kernels::print(&bench, &figures, &copy);
+        }
+    }
+    Ok(())
+}
+
+fn cases(args: &BenchArgs, worlds: &[usize]) -> Vec<sharded::Case> {
+    let mut cases = Vec::new();
+    for &world in worlds {
+        for &dtype in &args.dtypes {
+            for &ids in &args.ids {
+                for scheme in &args.partitions {
+                    cases.push(sharded::Case { world, dtype, ids, scheme: scheme.clone() });
                 }
             }
-            BenchCommand::Kernels {
-                backend,
-                rows,
-                dim,
-                batch,
-                dtypes,
-                repeats,
-            } => {
-                let bench = KernelBench {
-                    backend,
-                    rows,
-                    dim,
-                    batch,
-                    dtypes,
-                    repeats,
-                };
-                let figures = bench.run()?;
-                let copy = bandwidth::measure(256 << 20);
-                crate::bench::kernels::print(&bench, &figures, &copy);
+        }
+    }
+    cases
+}
+
+fn bench(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let workload =
+        sharded::Workload { backend: args.backend, rows: args.rows, dim: args.dim, batch: args.batch, steps: args.steps };
+    match args.comm.as_str() {
+        "threads" => {
+            let copy = bandwidth::measure(256 << 20);
+            sharded::print_header(&workload, &copy, "thread");
+            for case in cases(&args, &args.ranks) {
+                sharded::print_row(&sharded::run_case_threads(&workload, &case)?, &copy);
             }
-        },
+        }
+        #[cfg(feature = "mpi")]
+        "mpi" => {
+            use crate::comm::Communicator;
+            let comm = crate::comm::mpi::MpiComm::init()?;
+            let copy = bandwidth::measure(256 << 20);
+            if comm.rank() == 0 {
+                sharded::print_header(&workload, &copy, "MPI");
+            }
+            for case in cases(&args, &[comm.world()]) {
+                if let Some(result) = sharded::run_case_on(&comm, &workload, &case)? {
+                    sharded::print_row(&result, &copy);
+                }
+            }
+        }
+        other => return Err(format!("unknown --comm `{other}`; expected threads or mpi (with the `mpi` feature)").into()),
     }
     Ok(())
 }

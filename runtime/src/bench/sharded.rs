@@ -106,7 +106,7 @@ pub struct CaseResult {
     pub split: [Duration; 3],
     /// Bytes the kernels must move per step (gather + fused Adam, all ranks).
     pub kernel_bytes: f64,
-    /// Resident memory after the case, GiB (process-wide).
+    /// Resident memory while the case's tables were alive, GiB (all ranks).
     pub rss_gib: f64,
 }
 
@@ -125,12 +125,35 @@ pub struct Workload {
     pub steps: usize,
 }
 
-/// One rank's part of a case: returns (median step, unique per step, rows applied, split).
-pub fn run_rank(
-    comm: &dyn Communicator,
-    workload: &Workload,
-    case: &Case,
-) -> Result<(Duration, usize, u64, [Duration; 3]), ShardError> {
+/// What one rank measured.
+#[derive(Clone, Copy, Debug)]
+pub struct RankFigures {
+    /// Median step time on this rank.
+    pub step: Duration,
+    /// Unique ids in this rank's last batch.
+    pub unique: usize,
+    /// Rows this rank's shard applied over the timed steps.
+    pub applied: u64,
+    /// Route / gather / apply time per step.
+    pub split: [Duration; 3],
+    /// Resident memory of this process while the tables were alive, GiB.
+    pub rss_gib: f64,
+}
+
+impl RankFigures {
+    fn encode(&self) -> [u64; 7] {
+        let ns = |d: Duration| d.as_nanos() as u64;
+        [ns(self.step), self.unique as u64, self.applied, ns(self.split[0]), ns(self.split[1]), ns(self.split[2]), self.rss_gib.to_bits()]
+    }
+
+    fn decode(w: &[u64]) -> Self {
+        let d = Duration::from_nanos;
+        Self { step: d(w[0]), unique: w[1] as usize, applied: w[2], split: [d(w[3]), d(w[4]), d(w[5])], rss_gib: f64::from_bits(w[6]) }
+    }
+}
+
+/// One rank's part of a case.
+pub fn run_rank(comm: &dyn Communicator, workload: &Workload, case: &Case) -> Result<RankFigures, ShardError> {
     let client = workload.backend.client()?;
     let spec = ShardedTableSpec {
         rows: workload.rows,
@@ -169,12 +192,29 @@ pub fn run_rank(
     times.sort();
     let t = table.timings();
     let steps = workload.steps.max(1) as u32;
-    Ok((
-        times[times.len() / 2],
+    Ok(RankFigures {
+        step: times[times.len() / 2],
         unique,
-        table.rows_applied(),
-        [t.route() / steps, t.gather() / steps, t.apply() / steps],
-    ))
+        applied: table.rows_applied(),
+        split: [t.route() / steps, t.gather() / steps, t.apply() / steps],
+        rss_gib: resident_gib(),
+    })
+}
+
+/// Runs one case on the ranks of `comm` (an MPI job, say); rank 0 gets the result.
+pub fn run_case_on(
+    comm: &dyn Communicator,
+    workload: &Workload,
+    case: &Case,
+) -> Result<Option<CaseResult>, ShardError> {
+    let mine = run_rank(comm, workload, case)?;
+    let all = comm.all_gather(&crate::comm::to_bytes(&mine.encode()))?;
+    let figures: Vec<RankFigures> =
+        all.iter().map(|b| RankFigures::decode(&crate::comm::from_bytes::<u64>(b))).collect();
+    let mut result = summarise(workload, case, &figures);
+    // Separate processes: their memory adds up.
+    result.rss_gib = figures.iter().map(|f| f.rss_gib).sum();
+    Ok((comm.rank() == 0).then_some(result))
 }
 
 /// Runs one case on thread ranks.
@@ -188,11 +228,11 @@ pub fn run_case_threads(workload: &Workload, case: &Case) -> Result<CaseResult, 
 pub fn summarise(
     workload: &Workload,
     case: &Case,
-    results: &[(Duration, usize, u64, [Duration; 3])],
+    results: &[RankFigures],
 ) -> CaseResult {
-    let unique: usize = results.iter().map(|r| r.1).sum();
-    let applied: u64 = results.iter().map(|r| r.2).sum();
-    let busiest = results.iter().map(|r| r.2).max().unwrap_or(0) as f64 / applied.max(1) as f64;
+    let unique: usize = results.iter().map(|r| r.unique).sum();
+    let applied: u64 = results.iter().map(|r| r.applied).sum();
+    let busiest = results.iter().map(|r| r.applied).max().unwrap_or(0) as f64 / applied.max(1) as f64;
     let row = (workload.dim * case.dtype.size()) as f64;
     let state = (workload.dim * 4) as f64;
     // Gather: read + write each unique row; Adam: weights, m, v read + written, gradients read.
@@ -200,13 +240,13 @@ pub fn summarise(
         unique as f64 * (2.0 * row + 2.0 * row + 4.0 * state) + (unique * workload.dim * 4) as f64;
     CaseResult {
         case: case.clone(),
-        step: results[0].0,
+        step: results[0].step,
         batch: workload.batch,
         unique,
         busiest,
-        split: results[0].3,
+        split: results[0].split,
         kernel_bytes,
-        rss_gib: resident_gib(),
+        rss_gib: results[0].rss_gib,
     }
 }
 
