@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 source scripts/env.sh
 
-# Every test crate feature that builds here: both runtimes and MPI.
-features=(--workspace --features rowshard-tests/mpi)
+# Every test-crate feature that builds here: both runtimes, MPI, and NCCL (which refuses cleanly
+# without a GPU).
+features=(--workspace --features rowshard-tests/mpi,rowshard-tests/nccl)
 
 cargo fmt --all -- --check
 cargo clippy "${features[@]}" --all-targets -- -D warnings

@@ -87,18 +87,22 @@ pub struct BenchArgs {
 }
 
 fn parse_backend(s: &str) -> Result<Backend, String> {
-    Backend::from_name(s).ok_or_else(|| format!("unknown runtime `{s}`; expected one of: cpu, wgpu, cuda"))
+    Backend::from_name(s)
+        .ok_or_else(|| format!("unknown runtime `{s}`; expected one of: cpu, wgpu, cuda"))
 }
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
-    DType::from_name(s).ok_or_else(|| format!("unknown dtype `{s}`; expected one of: f32, f16, bf16"))
+    DType::from_name(s)
+        .ok_or_else(|| format!("unknown dtype `{s}`; expected one of: f32, f16, bf16"))
 }
 
 fn parse_ids(s: &str) -> Result<sharded::IdDistribution, String> {
     match s {
         "uniform" => Ok(sharded::IdDistribution::Uniform),
         "zipf" => Ok(sharded::IdDistribution::Zipf(1.0)),
-        _ => Err(format!("unknown id distribution `{s}`; expected uniform or zipf")),
+        _ => Err(format!(
+            "unknown id distribution `{s}`; expected uniform or zipf"
+        )),
     }
 }
 
@@ -106,7 +110,9 @@ fn parse_partition(s: &str) -> Result<PartitionScheme, String> {
     match s {
         "even" => Ok(PartitionScheme::Even),
         "round-robin" => Ok(PartitionScheme::RoundRobin { block: 1 }),
-        _ => Err(format!("unknown partition `{s}`; expected even or round-robin")),
+        _ => Err(format!(
+            "unknown partition `{s}`; expected even or round-robin"
+        )),
     }
 }
 
@@ -115,8 +121,22 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     match cli.command {
         Command::Demo { backend } => crate::demo::run(backend)?,
         Command::Bench(args) => bench(args)?,
-        Command::BenchKernels { backend, rows, dim, batch, dtypes, repeats } => {
-            let bench = KernelBench { backend, rows, dim, batch, dtypes, repeats };
+        Command::BenchKernels {
+            backend,
+            rows,
+            dim,
+            batch,
+            dtypes,
+            repeats,
+        } => {
+            let bench = KernelBench {
+                backend,
+                rows,
+                dim,
+                batch,
+                dtypes,
+                repeats,
+            };
             let figures = bench.run()?;
             let copy = bandwidth::measure(256 << 20);
             crate::bench::kernels::print(&bench, &figures, &copy);
@@ -131,7 +151,12 @@ fn cases(args: &BenchArgs, worlds: &[usize]) -> Vec<sharded::Case> {
         for &dtype in &args.dtypes {
             for &ids in &args.ids {
                 for scheme in &args.partitions {
-                    cases.push(sharded::Case { world, dtype, ids, scheme: scheme.clone() });
+                    cases.push(sharded::Case {
+                        world,
+                        dtype,
+                        ids,
+                        scheme: scheme.clone(),
+                    });
                 }
             }
         }
@@ -140,8 +165,13 @@ fn cases(args: &BenchArgs, worlds: &[usize]) -> Vec<sharded::Case> {
 }
 
 fn bench(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let workload =
-        sharded::Workload { backend: args.backend, rows: args.rows, dim: args.dim, batch: args.batch, steps: args.steps };
+    let workload = sharded::Workload {
+        backend: args.backend,
+        rows: args.rows,
+        dim: args.dim,
+        batch: args.batch,
+        steps: args.steps,
+    };
     match args.comm.as_str() {
         "threads" => {
             let copy = bandwidth::measure(256 << 20);
@@ -164,7 +194,12 @@ fn bench(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
         }
-        other => return Err(format!("unknown --comm `{other}`; expected threads or mpi (with the `mpi` feature)").into()),
+        other => {
+            return Err(format!(
+                "unknown --comm `{other}`; expected threads or mpi (with the `mpi` feature)"
+            )
+            .into());
+        }
     }
     Ok(())
 }

@@ -143,17 +143,35 @@ pub struct RankFigures {
 impl RankFigures {
     fn encode(&self) -> [u64; 7] {
         let ns = |d: Duration| d.as_nanos() as u64;
-        [ns(self.step), self.unique as u64, self.applied, ns(self.split[0]), ns(self.split[1]), ns(self.split[2]), self.rss_gib.to_bits()]
+        [
+            ns(self.step),
+            self.unique as u64,
+            self.applied,
+            ns(self.split[0]),
+            ns(self.split[1]),
+            ns(self.split[2]),
+            self.rss_gib.to_bits(),
+        ]
     }
 
     fn decode(w: &[u64]) -> Self {
         let d = Duration::from_nanos;
-        Self { step: d(w[0]), unique: w[1] as usize, applied: w[2], split: [d(w[3]), d(w[4]), d(w[5])], rss_gib: f64::from_bits(w[6]) }
+        Self {
+            step: d(w[0]),
+            unique: w[1] as usize,
+            applied: w[2],
+            split: [d(w[3]), d(w[4]), d(w[5])],
+            rss_gib: f64::from_bits(w[6]),
+        }
     }
 }
 
 /// One rank's part of a case.
-pub fn run_rank(comm: &dyn Communicator, workload: &Workload, case: &Case) -> Result<RankFigures, ShardError> {
+pub fn run_rank(
+    comm: &dyn Communicator,
+    workload: &Workload,
+    case: &Case,
+) -> Result<RankFigures, ShardError> {
     let client = workload.backend.client()?;
     let spec = ShardedTableSpec {
         rows: workload.rows,
@@ -209,8 +227,10 @@ pub fn run_case_on(
 ) -> Result<Option<CaseResult>, ShardError> {
     let mine = run_rank(comm, workload, case)?;
     let all = comm.all_gather(&crate::comm::to_bytes(&mine.encode()))?;
-    let figures: Vec<RankFigures> =
-        all.iter().map(|b| RankFigures::decode(&crate::comm::from_bytes::<u64>(b))).collect();
+    let figures: Vec<RankFigures> = all
+        .iter()
+        .map(|b| RankFigures::decode(&crate::comm::from_bytes::<u64>(b)))
+        .collect();
     let mut result = summarise(workload, case, &figures);
     // Separate processes: their memory adds up.
     result.rss_gib = figures.iter().map(|f| f.rss_gib).sum();
@@ -225,14 +245,11 @@ pub fn run_case_threads(workload: &Workload, case: &Case) -> Result<CaseResult, 
 }
 
 /// Combines the ranks' figures.
-pub fn summarise(
-    workload: &Workload,
-    case: &Case,
-    results: &[RankFigures],
-) -> CaseResult {
+pub fn summarise(workload: &Workload, case: &Case, results: &[RankFigures]) -> CaseResult {
     let unique: usize = results.iter().map(|r| r.unique).sum();
     let applied: u64 = results.iter().map(|r| r.applied).sum();
-    let busiest = results.iter().map(|r| r.applied).max().unwrap_or(0) as f64 / applied.max(1) as f64;
+    let busiest =
+        results.iter().map(|r| r.applied).max().unwrap_or(0) as f64 / applied.max(1) as f64;
     let row = (workload.dim * case.dtype.size()) as f64;
     let state = (workload.dim * 4) as f64;
     // Gather: read + write each unique row; Adam: weights, m, v read + written, gradients read.

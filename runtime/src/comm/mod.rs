@@ -6,6 +6,8 @@
 
 #[cfg(feature = "mpi")]
 pub mod mpi;
+#[cfg(feature = "nccl")]
+pub mod nccl;
 pub mod threads;
 
 /// Why a collective failed.
