@@ -7,9 +7,9 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 source scripts/env.sh
 
-# Every test-crate feature that builds here: both runtimes, MPI, and NCCL (which refuses cleanly
-# without a GPU).
-features=(--workspace --features rowshard-tests/mpi,rowshard-tests/nccl)
+# Every test-crate feature that builds here: the cpu and wgpu runtimes, MPI, and NCCL and CUDA
+# (compiled; without a GPU they refuse cleanly, which is tested).
+features=(--workspace --features rowshard-tests/mpi,rowshard-tests/nccl,rowshard-tests/cuda)
 
 cargo fmt --all -- --check
 cargo clippy "${features[@]}" --all-targets -- -D warnings
