@@ -1,21 +1,19 @@
 //! Seeded test data.
 
-/// SplitMix64: a small, seedable generator for test data.
-pub struct Rng(u64);
+use rowshard::init::SplitMix64;
+
+/// A seeded generator for test data (rowshard's SplitMix64 with test-friendly helpers).
+pub struct Rng(SplitMix64);
 
 impl Rng {
     /// A generator from `seed`.
     pub fn new(seed: u64) -> Self {
-        Self(seed)
+        Self(SplitMix64::new(seed))
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in `[lo, hi)`.

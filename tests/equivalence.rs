@@ -85,6 +85,49 @@ pub fn batches(world: usize, unique_per_rank: bool, seed: u64) -> Steps {
         .collect()
 }
 
+/// One equivalence case: a description, the spec, the steps, and whether the result must be
+/// bit-identical to one rank's.
+pub struct Case {
+    /// For failure messages.
+    pub what: String,
+    /// The table.
+    pub spec: ShardedTableSpec,
+    /// Every rank's batches.
+    pub steps: Steps,
+    /// Whether the summation order matches one rank's (then results must match bit for bit).
+    pub exact: bool,
+}
+
+/// The cases for `world` ranks: every partition scheme, with and without ids repeated within a
+/// rank's batch.
+pub fn cases(world: usize, optimizer: Optimizer, dtype: DType) -> Vec<Case> {
+    let mut cases = Vec::new();
+    for scheme in schemes(world) {
+        for exact in [true, false] {
+            cases.push(Case {
+                what: format!("{optimizer} {dtype} W={world} {scheme:?} unique_per_rank={exact}"),
+                spec: spec(optimizer, dtype, scheme.clone()),
+                steps: batches(world, exact, world as u64 * 31 + optimizer as u64),
+                exact,
+            });
+        }
+    }
+    cases
+}
+
+/// Checks rank 0's gathered result of `case` against one rank (other ranks pass `None`).
+pub fn check(case: &Case, gathered: Gathered) {
+    if let Some(multi) = gathered {
+        assert_equivalent(
+            &case.what,
+            &multi,
+            &one_rank(&case.spec, &case.steps),
+            case.exact,
+            case.spec.config.weight_dtype,
+        );
+    }
+}
+
 /// One rank doing each step's union of the ranks' batches, in rank order.
 pub fn union(steps: &Steps) -> Steps {
     steps

@@ -9,34 +9,18 @@ use rowshard::{
     Backend, CommError, Communicator, DType, InputError, NonFinitePolicy, Optimizer,
     PartitionScheme, ShardError, ShardedTable, ShardedTableSpec, StateLocation, TABLE,
 };
-use rowshard_tests::equivalence::{
-    DIM, ROWS, assert_equivalent, batches, one_rank, run_rank, schemes, spec,
-};
+use rowshard_tests::equivalence::{DIM, ROWS, cases, check, run_rank, spec};
 
 fn check_equivalence(optimizer: Optimizer, dtype: DType) {
     for world in [2, 3, 4] {
-        for scheme in schemes(world) {
-            for unique_per_rank in [true, false] {
-                let steps = batches(world, unique_per_rank, world as u64 * 31 + optimizer as u64);
-                let spec = spec(optimizer, dtype, scheme.clone());
-                let multi = threads::run(world, |comm| run_rank(comm, &spec, &steps));
-                let mut multi: Vec<_> = multi.into_iter().map(|r| r.expect("rank")).collect();
-                assert!(
-                    multi[1..].iter().all(Option::is_none),
-                    "only rank 0 gets the table"
-                );
-                let multi = multi.remove(0).expect("root");
-                let what = format!(
-                    "{optimizer} {dtype} W={world} {scheme:?} unique_per_rank={unique_per_rank}"
-                );
-                assert_equivalent(
-                    &what,
-                    &multi,
-                    &one_rank(&spec, &steps),
-                    unique_per_rank,
-                    dtype,
-                );
-            }
+        for case in cases(world, optimizer, dtype) {
+            let results = threads::run(world, |comm| run_rank(comm, &case.spec, &case.steps));
+            let mut results: Vec<_> = results.into_iter().map(|r| r.expect("rank")).collect();
+            assert!(
+                results[1..].iter().all(Option::is_none),
+                "only rank 0 gets the table"
+            );
+            check(&case, results.remove(0));
         }
     }
 }

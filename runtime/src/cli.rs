@@ -29,55 +29,51 @@ pub enum Command {
     Bench(BenchArgs),
     /// The gather and fused-Adam kernels alone on one device, against the copy bandwidth.
     BenchKernels {
-        /// Runtime: cpu, wgpu or cuda.
-        #[arg(long, default_value = "cpu", value_parser = parse_backend)]
-        backend: Backend,
-        /// Table rows.
-        #[arg(long, default_value_t = 1_000_000)]
-        rows: usize,
-        /// Row length.
-        #[arg(long, default_value_t = 128)]
-        dim: usize,
-        /// Ids per step.
-        #[arg(long, default_value_t = 65_536)]
-        batch: usize,
-        /// Weight dtypes, comma-separated.
-        #[arg(long, default_value = "f32,bf16", value_delimiter = ',', value_parser = parse_dtype)]
-        dtypes: Vec<DType>,
+        /// Sizes, dtypes and runtime.
+        #[command(flatten)]
+        workload: WorkloadArgs,
         /// Timed repeats per figure.
         #[arg(long, default_value_t = 7)]
         repeats: usize,
     },
 }
 
-/// Arguments of `rowshard bench`.
+/// The standard workload's sizes, dtypes and runtime (DESIGN.md), shared by both benchmarks.
 #[derive(Args, Debug)]
-pub struct BenchArgs {
+pub struct WorkloadArgs {
     /// Runtime: cpu, wgpu or cuda.
     #[arg(long, default_value = "cpu", value_parser = parse_backend)]
     backend: Backend,
-    /// Ranks as `threads` of this process, or as the processes of an `mpi` job (start with
-    /// `mpirun -np N`; needs the `mpi` feature).
-    #[arg(long, default_value = "threads")]
-    comm: String,
     /// Table rows.
     #[arg(long, default_value_t = 1_000_000)]
     rows: usize,
     /// Row length.
     #[arg(long, default_value_t = 128)]
     dim: usize,
-    /// Global batch of ids per step, split evenly over the ranks.
+    /// Ids per step (for `bench`, the global batch, split evenly over the ranks).
     #[arg(long, default_value_t = 65_536)]
     batch: usize,
+    /// Weight dtypes, comma-separated.
+    #[arg(long, default_value = "f32,bf16", value_delimiter = ',', value_parser = parse_dtype)]
+    dtypes: Vec<DType>,
+}
+
+/// Arguments of `rowshard bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Sizes, dtypes and runtime.
+    #[command(flatten)]
+    workload: WorkloadArgs,
+    /// Ranks as `threads` of this process, or as the processes of an `mpi` job (start with
+    /// `mpirun -np N`; needs the `mpi` feature).
+    #[arg(long, default_value = "threads")]
+    comm: String,
     /// Timed steps per case (after one warm-up step).
     #[arg(long, default_value_t = 7)]
     steps: usize,
     /// Thread-rank counts, comma-separated (MPI uses the job's size).
     #[arg(long, default_value = "1,2,4", value_delimiter = ',')]
     ranks: Vec<usize>,
-    /// Weight dtypes, comma-separated.
-    #[arg(long, default_value = "f32,bf16", value_delimiter = ',', value_parser = parse_dtype)]
-    dtypes: Vec<DType>,
     /// Id distributions: uniform, zipf (exponent 1.0).
     #[arg(long, default_value = "uniform,zipf", value_delimiter = ',', value_parser = parse_ids)]
     ids: Vec<sharded::IdDistribution>,
@@ -122,19 +118,15 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Demo { backend } => crate::demo::run(backend)?,
         Command::Bench(args) => bench(args)?,
         Command::BenchKernels {
-            backend,
-            rows,
-            dim,
-            batch,
-            dtypes,
+            workload: w,
             repeats,
         } => {
             let bench = KernelBench {
-                backend,
-                rows,
-                dim,
-                batch,
-                dtypes,
+                backend: w.backend,
+                rows: w.rows,
+                dim: w.dim,
+                batch: w.batch,
+                dtypes: w.dtypes,
                 repeats,
             };
             let figures = bench.run()?;
@@ -148,7 +140,7 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
 fn cases(args: &BenchArgs, worlds: &[usize]) -> Vec<sharded::Case> {
     let mut cases = Vec::new();
     for &world in worlds {
-        for &dtype in &args.dtypes {
+        for &dtype in &args.workload.dtypes {
             for &ids in &args.ids {
                 for scheme in &args.partitions {
                     cases.push(sharded::Case {
@@ -165,11 +157,12 @@ fn cases(args: &BenchArgs, worlds: &[usize]) -> Vec<sharded::Case> {
 }
 
 fn bench(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let w = &args.workload;
     let workload = sharded::Workload {
-        backend: args.backend,
-        rows: args.rows,
-        dim: args.dim,
-        batch: args.batch,
+        backend: w.backend,
+        rows: w.rows,
+        dim: w.dim,
+        batch: w.batch,
         steps: args.steps,
     };
     match args.comm.as_str() {

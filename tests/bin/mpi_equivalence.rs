@@ -7,7 +7,7 @@
 
 use rowshard::comm::mpi::MpiComm;
 use rowshard::{Backend, Communicator, DType, Optimizer, PartitionScheme, ShardedTable, TABLE};
-use rowshard_tests::equivalence::{assert_equivalent, batches, one_rank, run_rank, schemes, spec};
+use rowshard_tests::equivalence::{cases, check, run_rank, spec};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -41,38 +41,20 @@ fn main() {
         return;
     }
 
-    let mut cases = 0;
+    let mut count = 0;
     for table_row in TABLE {
         for dtype in DType::ALL {
-            for scheme in schemes(world) {
-                for unique_per_rank in [true, false] {
-                    let steps = batches(
-                        world,
-                        unique_per_rank,
-                        world as u64 * 31 + table_row.optimizer as u64,
-                    );
-                    let spec = spec(table_row.optimizer, dtype, scheme.clone());
-                    let gathered = run_rank(&comm, &spec, &steps).expect("rank");
-                    if let Some(multi) = gathered {
-                        let what = format!(
-                            "mpi {} {dtype} W={world} {scheme:?} unique_per_rank={unique_per_rank}",
-                            table_row.optimizer
-                        );
-                        assert_equivalent(
-                            &what,
-                            &multi,
-                            &one_rank(&spec, &steps),
-                            unique_per_rank,
-                            dtype,
-                        );
-                    }
-                    cases += 1;
-                }
+            for case in cases(world, table_row.optimizer, dtype) {
+                check(
+                    &case,
+                    run_rank(&comm, &case.spec, &case.steps).expect("rank"),
+                );
+                count += 1;
             }
         }
     }
     comm.barrier().expect("barrier");
     if comm.rank() == 0 {
-        println!("mpi equivalence: {cases} cases on {world} ranks equal one rank");
+        println!("mpi equivalence: {count} cases on {world} ranks equal one rank");
     }
 }

@@ -44,6 +44,9 @@ pub struct ShardedTableSpec {
     pub state_location: StateLocation,
 }
 
+/// A batch's ids and gradients, borrowed when they pass the checks as they are.
+type Batch<'a> = (Cow<'a, [u32]>, Cow<'a, [f32]>);
+
 /// One rank's view of a row-wise sharded table.
 pub struct ShardedTable<'c> {
     comm: &'c dyn Communicator,
@@ -297,7 +300,7 @@ impl<'c> ShardedTable<'c> {
         &mut self,
         ids: &'a [u32],
         grads: &'a [f32],
-    ) -> Result<(Cow<'a, [u32]>, Cow<'a, [f32]>), ShardError> {
+    ) -> Result<Batch<'a>, ShardError> {
         let dim = self.config().dim;
         let bad = |row: &[f32]| row.iter().any(|v| !v.is_finite());
         let Some(first) = grads.chunks_exact(dim.max(1)).position(bad) else {
