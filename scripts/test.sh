@@ -14,4 +14,8 @@ features=(--workspace --features rowshard-tests/mpi,rowshard-tests/nccl,rowshard
 cargo fmt --all -- --check
 cargo clippy "${features[@]}" --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc "${features[@]}" --no-deps --quiet
-cargo test "${features[@]}"
+log=$(mktemp)
+cargo test "${features[@]}" 2>&1 | tee "$log"
+# One closing line over every test binary (cargo's own last line is the doc-tests' "0 passed").
+awk '/^test result:/ { passed += $4; failed += $6 } END { printf "tests: %d passed, %d failed\n", passed, failed }' "$log"
+rm -f "$log"
