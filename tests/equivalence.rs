@@ -3,8 +3,8 @@
 //! rank order); the resulting tables and states must agree.
 
 use rowshard::{
-    Backend, Communicator, DType, Optimizer, PartitionScheme, ShardError, ShardedTable,
-    ShardedTableSpec, StateLocation, TableConfig,
+    Backend, Communicator, DType, HyperParams, Optimizer, PartitionScheme, ShardError,
+    ShardedTable, ShardedTableSpec, StateLocation, TableConfig,
 };
 
 use crate::data::Rng;
@@ -31,6 +31,7 @@ pub fn spec(optimizer: Optimizer, dtype: DType, scheme: PartitionScheme) -> Shar
             seed: 11,
         },
         state_location: StateLocation::WithShard,
+        hyper: HyperParams::new(optimizer),
     }
 }
 

@@ -243,6 +243,38 @@ fn ranks_that_disagree_on_the_table_are_told_so() {
 }
 
 #[test]
+fn hyper_parameters_in_the_spec_are_applied_and_must_agree() {
+    let with_beta1 = |beta1: f64| {
+        let mut spec = spec(Optimizer::Adam, DType::F32, PartitionScheme::Even);
+        spec.hyper.set("beta1", beta1).unwrap();
+        spec
+    };
+    let agreed = threads::run(2, |comm| -> Result<_, ShardError> {
+        let client = Backend::Cpu.client()?;
+        let table = ShardedTable::new(comm, &client, &with_beta1(0.5))?;
+        Ok(table.shard().hyper_params().get("beta1"))
+    });
+    assert!(agreed.into_iter().all(|r| r.unwrap() == Some(0.5)));
+    let disagreed = threads::run(2, |comm| -> Result<_, ShardError> {
+        let client = Backend::Cpu.client()?;
+        let beta1 = if comm.rank() == 0 { 0.5 } else { 0.6 };
+        ShardedTable::new(comm, &client, &with_beta1(beta1)).map(|_| ())
+    });
+    assert!(
+        disagreed
+            .iter()
+            .all(|r| matches!(r, Err(ShardError::Mismatch { .. })))
+    );
+    let wrong = threads::run(1, |comm| -> Result<_, ShardError> {
+        let client = Backend::Cpu.client()?;
+        let mut spec = with_beta1(0.5);
+        spec.hyper = rowshard::HyperParams::new(Optimizer::Sgd);
+        ShardedTable::new(comm, &client, &spec).map(|_| ())
+    });
+    assert!(matches!(wrong[0], Err(ShardError::Unsupported(_))));
+}
+
+#[test]
 fn a_failing_rank_makes_the_others_return_an_error_not_hang() {
     let start = Instant::now();
     let results = threads::run_with_timeout(

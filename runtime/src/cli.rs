@@ -177,7 +177,18 @@ fn bench(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         "mpi" => {
             use crate::comm::Communicator;
             let comm = crate::comm::mpi::MpiComm::init()?;
-            let copy = bandwidth::measure(256 << 20);
+            // Rank 0 measures the copy bandwidth alone, so the ranks do not share the bus.
+            comm.barrier()?;
+            let copy = if comm.rank() == 0 {
+                bandwidth::measure(256 << 20)
+            } else {
+                bandwidth::CopyBandwidth {
+                    one_thread: 0.0,
+                    all_threads: 0.0,
+                    threads: 0,
+                }
+            };
+            comm.barrier()?;
             if comm.rank() == 0 {
                 sharded::print_header(&workload, &copy, "MPI");
             }

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use rowshard_kernels::{Backend, DType, KernelSet, Optimizer, TableConfig};
+use rowshard_kernels::{Backend, DType, HyperParams, KernelSet, Optimizer, TableConfig};
 
 use crate::bench::sharded::{IdDistribution, IdSampler};
 use crate::comm::{Communicator, threads};
@@ -107,6 +107,7 @@ pub fn run(backend: Backend) -> Result<(), ShardError> {
         scheme: PartitionScheme::RoundRobin { block: 1 },
         init: Initializer::Normal { std: 0.1, seed: 7 },
         state_location: StateLocation::WithShard,
+        hyper: HyperParams::new(config.optimizer),
     };
     let steps = batches(RANKS);
     let unique: usize = steps[0]

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use rowshard_kernels::{Backend, DType, Optimizer, TableConfig};
+use rowshard_kernels::{Backend, DType, HyperParams, Optimizer, TableConfig};
 
 use super::bandwidth::CopyBandwidth;
 use crate::comm::{Communicator, threads};
@@ -182,6 +182,7 @@ pub fn run_rank(
             seed: 3,
         },
         state_location: StateLocation::WithShard,
+        hyper: HyperParams::new(Optimizer::Adam),
     };
     let mut table = ShardedTable::new(comm, &client, &spec)?;
     let per_rank = workload.batch / comm.world();

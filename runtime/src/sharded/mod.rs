@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::time::Instant;
 
 use cubecl::prelude::Client;
-use rowshard_kernels::{DType, LocalTable, NonFinitePolicy, StateShape, TableConfig};
+use rowshard_kernels::{DType, HyperParams, LocalTable, NonFinitePolicy, StateShape, TableConfig};
 
 use crate::comm::{Communicator, from_bytes, to_bytes};
 use crate::error::{InputError, ShardError};
@@ -36,6 +36,9 @@ pub struct ShardedTableSpec {
     pub rows: usize,
     /// Optimizer, dtypes, dim and options.
     pub config: TableConfig,
+    /// The optimizer's hyper-parameters (validated against the optimizer table; change them
+    /// later with [`ShardedTable::set_parameter`]).
+    pub hyper: HyperParams,
     /// How rows are split.
     pub scheme: PartitionScheme,
     /// Initial weights, by global row (so every partition starts alike).
@@ -97,7 +100,17 @@ impl<'c> ShardedTable<'c> {
             spec.init
                 .extend_row(partition.global(rank, l), dim, &mut init);
         }
-        let shard = LocalTable::new(client, spec.config, local, &init)?;
+        if spec.hyper.optimizer() != spec.config.optimizer {
+            return Err(ShardError::Unsupported(format!(
+                "hyper-parameters of {} for a table that uses {}",
+                spec.hyper.optimizer(),
+                spec.config.optimizer
+            )));
+        }
+        let mut shard = LocalTable::new(client, spec.config, local, &init)?;
+        for (name, value) in spec.hyper.iter() {
+            shard.set_parameter(name, value)?;
+        }
         Ok(Self {
             comm,
             partition,
@@ -413,13 +426,14 @@ impl<'c> ShardedTable<'c> {
 fn describe(spec: &ShardedTableSpec, partition: &Partition) -> String {
     let c = &spec.config;
     format!(
-        "rows {} dim {} world {} partition {}:{:x} optimizer {} weights {} states {} clock {:?} adamw {} sr {} state location {:?}",
+        "rows {} dim {} world {} partition {}:{:x} optimizer {} {:?} weights {} states {} clock {:?} adamw {} sr {} state location {:?}",
         spec.rows,
         c.dim,
         partition.world(),
         spec.scheme.name(),
         partition.digest(),
         c.optimizer,
+        spec.hyper.iter().collect::<Vec<_>>(),
         c.weight_dtype,
         c.state_dtype,
         c.bias_clock,
