@@ -109,11 +109,10 @@ impl DType {
                 }
                 Err(_) => out.extend(self.decode(bytes)),
             },
-            DType::BF16 => match bytemuck::try_cast_slice::<u8, bf16>(bytes) {
-                Ok(values) => {
-                    out.resize(start + n, 0.0);
-                    values.convert_to_f32_slice(&mut out[start..]);
-                }
+            // bf16 is the top half of an f32: a shift, which the compiler vectorises (half's
+            // slice conversion was 2x slower here).
+            DType::BF16 => match bytemuck::try_cast_slice::<u8, u16>(bytes) {
+                Ok(values) => out.extend(values.iter().map(|&b| f32::from_bits((b as u32) << 16))),
                 Err(_) => out.extend(self.decode(bytes)),
             },
         }
@@ -156,4 +155,35 @@ macro_rules! with_dtype {
             }
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fast slice decoding matches element-wise decoding through `half`, for every bf16 and
+    /// f16 bit pattern, from aligned and unaligned bytes.
+    #[test]
+    fn decode_into_matches_decode_for_every_code() {
+        for dtype in [DType::F16, DType::BF16] {
+            let codes: Vec<u8> = (0..=u16::MAX).flat_map(u16::to_le_bytes).collect();
+            let mut shifted = vec![0u8];
+            shifted.extend_from_slice(&codes);
+            for bytes in [&codes[..], &shifted[1..]] {
+                let mut fast = vec![1.5];
+                dtype.decode_into(bytes, &mut fast);
+                let slow = dtype.decode(bytes);
+                assert_eq!(fast[0], 1.5, "kept what was there");
+                let same = fast[1..]
+                    .iter()
+                    .zip(&slow)
+                    .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+                assert!(same && fast.len() == slow.len() + 1, "{dtype}");
+            }
+        }
+        let values = [0.0f32, -1.5, 3.25e-7, f32::INFINITY];
+        let mut out = Vec::new();
+        DType::F32.decode_into(&DType::F32.encode(&values), &mut out);
+        assert_eq!(out, values);
+    }
 }
