@@ -19,8 +19,16 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 struct Mailbox {
     /// `(sequence, source, destination) → payload`.
     mail: HashMap<(u64, usize, usize), Vec<u8>>,
-    /// Ranks that failed (`true`) or finished (`false`), with why.
-    gone: HashMap<usize, (String, bool)>,
+    /// Ranks that failed (`true`) or finished (`false`), with why and in which order.
+    gone: HashMap<usize, Gone>,
+}
+
+/// Why and when a rank left.
+struct Gone {
+    reason: String,
+    failed: bool,
+    /// Position in the order ranks left: the first failure is the cause of the others.
+    order: usize,
 }
 
 struct Hub {
@@ -57,7 +65,12 @@ impl ThreadComm {
 
     fn mark_gone(&self, reason: String, failed: bool) {
         let mut mailbox = self.hub.mailbox.lock().unwrap_or_else(|p| p.into_inner());
-        mailbox.gone.entry(self.rank).or_insert((reason, failed));
+        let order = mailbox.gone.len();
+        mailbox.gone.entry(self.rank).or_insert(Gone {
+            reason,
+            failed,
+            order,
+        });
         self.hub.arrived.notify_all();
     }
 
@@ -82,14 +95,16 @@ impl ThreadComm {
                     break;
                 }
                 // Any failed rank fails the collective; a finished rank only the wait for it.
+                // Report the first rank that failed: later failures are its consequences.
                 let peer = mailbox
                     .gone
                     .iter()
-                    .find(|(r, (_, failed))| **r != self.rank && (*failed || **r == src));
-                if let Some((&rank, (reason, _))) = peer {
+                    .filter(|(r, g)| **r != self.rank && (g.failed || **r == src))
+                    .min_by_key(|(_, g)| g.order);
+                if let Some((&rank, gone)) = peer {
                     return Err(CommError::PeerFailed {
                         rank,
-                        reason: reason.clone(),
+                        reason: gone.reason.clone(),
                     });
                 }
                 let now = Instant::now();
