@@ -273,15 +273,14 @@ impl<'c> ShardedTable<'c> {
             Some(_) => (Cow::Borrowed(ids), Cow::Borrowed(&[][..])),
             None => self.finite_inputs(ids, grads)?,
         };
+        let params = self.shard.next_params(lr);
         let verdict = verdict.or_else(|| {
-            self.shard
-                .next_params(lr)
-                .err()
-                .map(|_| InputError::LearningRate {
-                    value: lr.to_bits() as u64,
-                })
+            params.is_err().then_some(InputError::LearningRate {
+                value: lr.to_bits() as u64,
+            })
         });
         self.agree(verdict)?;
+        let params = params?;
 
         let route = Route::plan(&ids, &self.partition);
         let messages = route.messages(&grads, dim);
@@ -296,7 +295,6 @@ impl<'c> ShardedTable<'c> {
         }
         let segments = rowshard_kernels::Segments::group(&rows);
         self.rows_applied += segments.len() as u64;
-        let params = self.shard.next_params(lr)?;
         let apply_start = Instant::now();
         self.shard.apply_grouped(&segments, all_grads, &params)?;
         self.timings.record(
