@@ -10,7 +10,7 @@ use rowshard_kernels::{
 };
 
 use super::bandwidth::CopyBandwidth;
-use super::stats::{gb_per_s, median_time};
+use super::stats::median_time;
 use crate::init::Initializer;
 
 /// What to measure.
@@ -57,7 +57,7 @@ impl KernelFigure {
 
     /// Achieved GB/s.
     pub fn gb_per_s(&self) -> f64 {
-        self.bytes / self.seconds / 1e9
+        super::stats::gb_per_s(self.bytes, std::time::Duration::from_secs_f64(self.seconds))
     }
 }
 
@@ -180,5 +180,4 @@ pub fn print(bench: &KernelBench, figures: &[KernelFigure], copy: &CopyBandwidth
             100.0 * f.gb_per_s() / copy.all_threads
         );
     }
-    let _ = gb_per_s;
 }

@@ -366,15 +366,13 @@ impl<'c> ShardedTable<'c> {
         chunk_rows: usize,
     ) -> Result<Option<Vec<f32>>, ShardError> {
         let spec = self.config().optimizer.spec();
-        let width = match spec.states.iter().find(|s| s.name == name).map(|s| s.shape) {
-            Some(StateShape::PerElement) => self.config().dim,
-            Some(StateShape::PerRow) => 1,
-            None => {
-                self.shard.state(name)?;
-                unreachable!("state() refuses unknown names");
-            }
-        };
+        // `state` refuses names the optimizer does not have.
         let state = self.shard.state(name)?;
+        let per_element = spec
+            .states
+            .iter()
+            .any(|s| s.name == name && s.shape == StateShape::PerElement);
+        let width = if per_element { self.config().dim } else { 1 };
         let local = self.partition.local_rows(self.comm.rank());
         self.assemble(
             root,
