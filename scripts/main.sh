@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 source scripts/env.sh
-cargo run --release --quiet -p rowshard -- demo "$@"
+cargo run --release --quiet -p rowshard-cli -- demo "$@"

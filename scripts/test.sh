@@ -9,7 +9,7 @@ source scripts/env.sh
 
 # Every test-crate feature that builds here: the cpu and wgpu runtimes, MPI, and NCCL and CUDA
 # (compiled; without a GPU they refuse cleanly, which is tested).
-features=(--workspace --features rowshard-tests/mpi,rowshard-tests/nccl,rowshard-tests/cuda)
+features=(--workspace --features rowshard-tests/mpi,rowshard-tests/nccl,rowshard-tests/cuda,rowshard-cli/mpi,rowshard-cli/nccl,rowshard-cli/cuda,rowshard-cli/wgpu)
 
 cargo fmt --all -- --check
 cargo clippy "${features[@]}" --all-targets -- -D warnings

@@ -9,6 +9,7 @@ use cubecl::server::Handle;
 
 use crate::kernels::{apply::fused_apply, gather::gather_rows, update::UpdateRule};
 use crate::shape::{LaunchShape, vector_size};
+use crate::element::runtime_error;
 use crate::{DType, KernelError, TableConfig, with_dtype};
 
 /// The buffers of one table on a device: weights, and the optimizer's state buffers (one-vector
@@ -65,7 +66,7 @@ impl KernelSet {
         let mut set = Self {
             client: client.clone(),
             config,
-            rule: config.update_rule(),
+            rule: UpdateRule::new(&config),
             vector_size: vector_size(client, config.dim),
             jit_time: Duration::ZERO,
         };
@@ -97,8 +98,8 @@ impl KernelSet {
             inputs: 1,
         };
         self.apply(&buffers, &step, 0, 1);
-        self.client.read_one(buffers.weights)?;
-        self.client.read_one(out)?;
+        self.client.read_one(buffers.weights).map_err(runtime_error)?;
+        self.client.read_one(out).map_err(runtime_error)?;
         Ok(())
     }
 
@@ -243,7 +244,7 @@ impl std::fmt::Debug for KernelSet {
 /// Refuses a dtype the runtime cannot keep in a buffer or convert.
 fn check_dtype(client: &Client, dtype: DType) -> Result<(), KernelError> {
     let usable = |d: DType| {
-        let uses = client.features().type_usage(d.elem_type());
+        let uses = client.features().type_usage(crate::element::elem_type(d));
         uses.contains(TypeUsage::Buffer) && uses.contains(TypeUsage::Conversion)
     };
     if usable(dtype) {

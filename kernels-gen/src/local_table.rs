@@ -3,6 +3,7 @@
 use cubecl::bytes::Bytes;
 use cubecl::prelude::*;
 
+use crate::element::runtime_error;
 use crate::kernel_set::{DeviceStep, KernelSet, TableBuffers};
 use crate::{DType, HyperParams, KernelError, Segments, StateShape, TableConfig};
 
@@ -165,7 +166,7 @@ impl LocalTable {
         let ids = client.create(Bytes::from_elems(rows.to_vec()));
         let out = client.empty(rows.len() * self.dim() * dtype.size());
         self.kernels.gather(self.buffers(), &ids, rows.len(), &out);
-        Ok(client.read_one(out)?.to_vec())
+        Ok(client.read_one(out).map_err(runtime_error)?.to_vec())
     }
 
     /// Applies one optimizer step: `grads` holds one `dim`-row per entry of `ids`; duplicate ids
@@ -237,7 +238,7 @@ impl LocalTable {
         self.step += 1;
         self.kernels
             .apply(self.buffers(), &step, self.seed, self.step as u32);
-        cubecl::future::block_on(client.sync())?;
+        cubecl::future::block_on(client.sync()).map_err(runtime_error)?;
         Ok(())
     }
 
@@ -254,7 +255,8 @@ impl LocalTable {
         let bytes = self
             .kernels
             .client()
-            .read_one(self.buffers().weights.clone())?;
+            .read_one(self.buffers().weights.clone())
+            .map_err(runtime_error)?;
         Ok(self.config().weight_dtype.decode(&bytes))
     }
 
@@ -299,7 +301,7 @@ impl LocalTable {
                 (handle, self.config().state_dtype, self.rows * self.dim())
             }
         };
-        let mut values = dtype.decode(&client.read_one(handle.clone())?);
+        let mut values = dtype.decode(&client.read_one(handle.clone()).map_err(runtime_error)?);
         values.truncate(len);
         Ok(values)
     }

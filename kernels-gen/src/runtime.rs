@@ -3,7 +3,7 @@
 
 use cubecl::prelude::Client;
 
-use crate::KernelError;
+use crate::{KernelError, RUNTIMES, RuntimeSpec};
 
 /// A CubeCL runtime.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -20,13 +20,14 @@ impl Backend {
     /// Every backend.
     pub const ALL: [Backend; 3] = [Backend::Cpu, Backend::Wgpu, Backend::Cuda];
 
+    /// This runtime's row of the runtime table (name, the dtypes it can store).
+    pub fn spec(self) -> &'static RuntimeSpec {
+        &RUNTIMES[self as usize]
+    }
+
     /// Lower-case name for the CLI.
     pub fn name(self) -> &'static str {
-        match self {
-            Backend::Cpu => "cpu",
-            Backend::Wgpu => "wgpu",
-            Backend::Cuda => "cuda",
-        }
+        self.spec().name
     }
 
     /// Parses [`Backend::name`].
@@ -71,5 +72,19 @@ impl Backend {
 impl std::fmt::Display for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_backend_has_its_row_of_the_runtime_table() {
+        assert_eq!(Backend::ALL.len(), RUNTIMES.len());
+        for (i, backend) in Backend::ALL.into_iter().enumerate() {
+            assert_eq!(backend as usize, i);
+            assert_eq!(Backend::from_name(backend.name()), Some(backend));
+        }
     }
 }

@@ -10,7 +10,7 @@ use cubecl::Compiler;
 use cubecl::ir::{AddressType, DeviceProperties, HardwareProperties, MemoryDeviceProperties};
 use cubecl::prelude::*;
 
-use crate::kernels::{apply::fused_apply, gather::gather_rows};
+use crate::kernels::{apply::fused_apply, gather::gather_rows, update::UpdateRule};
 use crate::{DType, KernelError, TableConfig, with_dtype};
 
 /// The languages kernels can be printed in.
@@ -126,7 +126,7 @@ pub fn apply_source(config: &TableConfig, language: Language) -> Result<String, 
     config.validate()?;
     refuse(config.weight_dtype, language)?;
     refuse(config.state_dtype, language)?;
-    let rule = config.update_rule();
+    let rule = UpdateRule::new(config);
     let b = buffer;
     with_dtype!(config.weight_dtype, F => with_dtype!(config.state_dtype, S => {
         let kernel = fused_apply::FusedApply::<F, S>::new(

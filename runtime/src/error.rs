@@ -106,13 +106,16 @@ pub enum ShardError {
         /// What was wrong.
         error: InputError,
     },
-    /// The ranks disagree on the table's shape, options, partition or world size.
-    #[error("ranks disagree on {what}: {detail}")]
+    /// The ranks disagree on a description they must share (the table, its options, the
+    /// partition, the world size, a model's settings).
+    #[error("ranks disagree on `{field}` ({values}){}", others_note(others))]
     Mismatch {
-        /// What differs.
-        what: &'static str,
-        /// Each rank's view.
-        detail: String,
+        /// The first field that differs.
+        field: String,
+        /// Each rank's value of that field.
+        values: String,
+        /// The other fields that differ, if any.
+        others: Vec<String>,
     },
     /// A partition that cannot be built.
     #[error("invalid partition: {0}")]
@@ -126,4 +129,12 @@ pub enum ShardError {
     /// A collective failed (a peer failed, timed out, or the transport broke).
     #[error(transparent)]
     Comm(#[from] CommError),
+}
+
+fn others_note(others: &[String]) -> String {
+    if others.is_empty() {
+        String::new()
+    } else {
+        format!("; these differ too: {}", others.join(", "))
+    }
 }

@@ -6,10 +6,8 @@
 //! This crate is what users depend on. It re-exports the kernel layer ([`rowshard_kernels`]): the
 //! optimizer table, [`LocalTable`] and the runtimes.
 
-pub mod bench;
-pub mod cli;
+pub mod agree;
 pub mod comm;
-pub mod demo;
 pub mod error;
 pub mod init;
 pub mod partition;

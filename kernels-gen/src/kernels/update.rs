@@ -3,19 +3,9 @@
 
 use cubecl::prelude::*;
 
-use crate::Optimizer;
+use crate::{BiasClock, Optimizer, TableConfig};
 
-/// Index of the per-step learning rate in the kernel's parameter block. Slots 1..=5 are the
-/// table's [`ParamSlot`](crate::ParamSlot)s.
-pub const PARAM_LR: usize = 0;
-/// Adam's global-clock bias correction `1 - b1^t`.
-pub const PARAM_BIAS1: usize = 6;
-/// Adam's global-clock bias correction `1 - b2^t`.
-pub const PARAM_BIAS2: usize = 7;
-/// `1 / dim`, for row-wise means.
-pub const PARAM_INV_DIM: usize = 8;
-/// Length of the parameter block.
-pub const PARAM_LEN: usize = 9;
+pub use rowshard_table::hyper::{PARAM_BIAS1, PARAM_BIAS2, PARAM_INV_DIM, PARAM_LEN, PARAM_LR};
 
 const WD: usize = 1;
 const BETA1: usize = 2;
@@ -37,6 +27,23 @@ pub struct UpdateRule {
     /// Low mantissa bits the weight dtype drops, randomised when stochastic rounding is on;
     /// 0 rounds to nearest.
     pub stochastic_bits: u32,
+}
+
+impl UpdateRule {
+    /// The kernel specialisation a table's choices select.
+    pub fn new(config: &TableConfig) -> Self {
+        UpdateRule {
+            optimizer: config.optimizer,
+            global_clock: config.bias_clock == BiasClock::Global,
+            decoupled_weight_decay: config.decoupled_weight_decay,
+            element_states: config.optimizer.spec().element_states().count() as u32,
+            stochastic_bits: if config.stochastic_rounding {
+                config.weight_dtype.dropped_mantissa_bits()
+            } else {
+                0
+            },
+        }
+    }
 }
 
 /// Sum of a vector's lanes.

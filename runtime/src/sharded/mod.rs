@@ -69,21 +69,11 @@ impl<'c> ShardedTable<'c> {
     ) -> Result<Self, ShardError> {
         let partition = Partition::new(spec.rows, comm.world(), spec.scheme.clone());
         // Agree on the description (or on the failure to build it) before anyone allocates.
-        let digest = match &partition {
+        let fields = match &partition {
             Ok(p) => describe(spec, p),
-            Err(e) => format!("invalid: {e}"),
+            Err(e) => vec![("partition", format!("invalid: {e}"))],
         };
-        let views = comm.all_gather(digest.as_bytes())?;
-        if views.iter().any(|v| v != digest.as_bytes()) {
-            let detail = views
-                .iter()
-                .enumerate()
-                .map(|(r, v)| format!("rank {r}: {}", String::from_utf8_lossy(v)));
-            return Err(ShardError::Mismatch {
-                what: "the table, options, partition or world size",
-                detail: detail.collect::<Vec<_>>().join("; "),
-            });
-        }
+        crate::agree::agree_on(comm, &fields)?;
         let partition = partition?;
         if spec.state_location == StateLocation::Host
             && !rowshard_kernels::shape::is_cpu_runtime(client)
@@ -418,23 +408,26 @@ impl<'c> ShardedTable<'c> {
     }
 }
 
-/// What every rank must agree on, as text (also what a mismatch reports).
-fn describe(spec: &ShardedTableSpec, partition: &Partition) -> String {
+/// What every rank must agree on, field by field (a mismatch names the fields that differ).
+fn describe(spec: &ShardedTableSpec, partition: &Partition) -> Vec<(&'static str, String)> {
     let c = &spec.config;
-    format!(
-        "rows {} dim {} world {} partition {}:{:x} optimizer {} {:?} weights {} states {} clock {:?} adamw {} sr {} state location {:?}",
-        spec.rows,
-        c.dim,
-        partition.world(),
-        spec.scheme.name(),
-        partition.digest(),
-        c.optimizer,
-        spec.hyper.iter().collect::<Vec<_>>(),
-        c.weight_dtype,
-        c.state_dtype,
-        c.bias_clock,
-        c.decoupled_weight_decay,
-        c.stochastic_rounding,
-        spec.state_location,
-    )
+    let mut fields = vec![
+        ("rows", spec.rows.to_string()),
+        ("dim", c.dim.to_string()),
+        ("world", partition.world().to_string()),
+        (
+            "partition",
+            format!("{} (digest {:x})", spec.scheme.name(), partition.digest()),
+        ),
+        ("optimizer", c.optimizer.to_string()),
+        ("weight dtype", c.weight_dtype.to_string()),
+        ("state dtype", c.state_dtype.to_string()),
+        ("bias clock", format!("{:?}", c.bias_clock)),
+        ("decoupled weight decay", c.decoupled_weight_decay.to_string()),
+        ("stochastic rounding", c.stochastic_rounding.to_string()),
+        ("state location", format!("{:?}", spec.state_location)),
+        ("hyper-parameters of", spec.hyper.optimizer().to_string()),
+    ];
+    fields.extend(spec.hyper.iter().map(|(name, value)| (name, value.to_string())));
+    fields
 }

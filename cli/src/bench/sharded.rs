@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 use rowshard_kernels::{Backend, DType, HyperParams, Optimizer, TableConfig};
 
 use super::bandwidth::CopyBandwidth;
-use crate::comm::{Communicator, threads};
-use crate::error::ShardError;
-use crate::init::{Initializer, SplitMix64};
-use crate::partition::PartitionScheme;
-use crate::sharded::{ShardedTable, ShardedTableSpec, StateLocation};
+use rowshard::comm::{Communicator, threads};
+use rowshard::error::ShardError;
+use rowshard::init::{Initializer, SplitMix64};
+use rowshard::partition::PartitionScheme;
+use rowshard::sharded::{ShardedTable, ShardedTableSpec, StateLocation};
 
 /// How a batch's ids are drawn.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -227,10 +227,10 @@ pub fn run_case_on(
     case: &Case,
 ) -> Result<Option<CaseResult>, ShardError> {
     let mine = run_rank(comm, workload, case)?;
-    let all = comm.all_gather(&crate::comm::to_bytes(&mine.encode()))?;
+    let all = comm.all_gather(&rowshard::comm::to_bytes(&mine.encode()))?;
     let figures: Vec<RankFigures> = all
         .iter()
-        .map(|b| RankFigures::decode(&crate::comm::from_bytes::<u64>(b)))
+        .map(|b| RankFigures::decode(&rowshard::comm::from_bytes::<u64>(b)))
         .collect();
     let mut result = summarise(workload, case, &figures);
     // Separate processes: their memory adds up.

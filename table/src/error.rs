@@ -95,9 +95,3 @@ pub enum KernelError {
     #[error("kernel runtime error: {0}")]
     Runtime(String),
 }
-
-impl From<cubecl::server::ServerError> for KernelError {
-    fn from(e: cubecl::server::ServerError) -> Self {
-        KernelError::Runtime(format!("{e:?}"))
-    }
-}

@@ -6,11 +6,11 @@ use std::time::Instant;
 use rowshard_kernels::{Backend, DType, HyperParams, KernelSet, Optimizer, TableConfig};
 
 use crate::bench::sharded::{IdDistribution, IdSampler};
-use crate::comm::{Communicator, threads};
-use crate::error::ShardError;
-use crate::init::Initializer;
-use crate::partition::PartitionScheme;
-use crate::sharded::{ShardedTable, ShardedTableSpec, StateLocation};
+use rowshard::comm::{Communicator, threads};
+use rowshard::error::ShardError;
+use rowshard::init::Initializer;
+use rowshard::partition::PartitionScheme;
+use rowshard::sharded::{ShardedTable, ShardedTableSpec, StateLocation};
 
 const ROWS: usize = 20_000;
 const DIM: usize = 64;
@@ -23,7 +23,7 @@ fn batches(world: usize) -> Vec<Vec<(Vec<u32>, Vec<f32>)>> {
     let mut samplers: Vec<_> = (0..world)
         .map(|r| IdSampler::new(ROWS, IdDistribution::Zipf(1.0), 17 + r as u64))
         .collect();
-    let mut rng = crate::init::SplitMix64::new(5);
+    let mut rng = rowshard::init::SplitMix64::new(5);
     (0..STEPS)
         .map(|_| {
             samplers

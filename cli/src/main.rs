@@ -1,5 +1,9 @@
 //! The `rowshard` command.
 
+mod bench;
+mod cli;
+mod demo;
+
 use clap::Parser;
 
 /// mimalloc keeps freed large buffers mapped: the per-step buffers of a sharded step are tens of
@@ -9,7 +13,7 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    if let Err(e) = rowshard::cli::run(rowshard::cli::Cli::parse()) {
+    if let Err(e) = cli::run(cli::Cli::parse()) {
         eprintln!("rowshard: {e}");
         std::process::exit(1);
     }

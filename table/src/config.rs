@@ -1,6 +1,5 @@
 //! What a table is specialised for: optimizer, dtypes, dim and the optimizer's options.
 
-use crate::kernels::update::UpdateRule;
 use crate::{BiasClock, DType, KernelError, Optimizer};
 
 /// The compile-time choices of one table. [`TableConfig::validate`] checks them against the
@@ -105,20 +104,5 @@ impl TableConfig {
             ));
         }
         Ok(())
-    }
-
-    /// The kernel specialisation these choices select.
-    pub fn update_rule(&self) -> UpdateRule {
-        UpdateRule {
-            optimizer: self.optimizer,
-            global_clock: self.bias_clock == BiasClock::Global,
-            decoupled_weight_decay: self.decoupled_weight_decay,
-            element_states: self.optimizer.spec().element_states().count() as u32,
-            stochastic_bits: if self.stochastic_rounding {
-                self.weight_dtype.dropped_mantissa_bits()
-            } else {
-                0
-            },
-        }
     }
 }

@@ -5,7 +5,7 @@ use clap::{Args, Parser, Subcommand};
 use rowshard_kernels::{Backend, DType};
 
 use crate::bench::{bandwidth, kernels::KernelBench, sharded};
-use crate::partition::PartitionScheme;
+use rowshard::partition::PartitionScheme;
 
 /// rowshard: row-wise sharded embedding tables with fused CubeCL optimizer kernels.
 #[derive(Parser, Debug)]
@@ -175,8 +175,8 @@ fn bench(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         }
         #[cfg(feature = "mpi")]
         "mpi" => {
-            use crate::comm::Communicator;
-            let comm = crate::comm::mpi::MpiComm::init()?;
+            use rowshard::comm::Communicator;
+            let comm = rowshard::comm::mpi::MpiComm::init()?;
             // Rank 0 measures the copy bandwidth alone, so the ranks do not share the bus.
             comm.barrier()?;
             let copy = if comm.rank() == 0 {

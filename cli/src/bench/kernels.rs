@@ -11,7 +11,7 @@ use rowshard_kernels::{
 
 use super::bandwidth::CopyBandwidth;
 use super::stats::median_time;
-use crate::init::Initializer;
+use rowshard::init::Initializer;
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -66,7 +66,7 @@ impl KernelBench {
     pub fn run(&self) -> Result<Vec<KernelFigure>, KernelError> {
         let client = self.backend.client()?;
         let mut figures = Vec::new();
-        let mut rng = crate::init::SplitMix64::new(42);
+        let mut rng = rowshard::init::SplitMix64::new(42);
         let ids: Vec<u32> = (0..self.batch)
             .map(|_| (rng.next_u64() % self.rows as u64) as u32)
             .collect();
@@ -85,7 +85,7 @@ impl KernelBench {
             let shape = LaunchShape::for_rows(&client, unique);
             let row_handle = client.create(Bytes::from_elems(segments.rows.clone()));
             let out = client.empty(unique * self.dim * dtype.size());
-            let sync = || cubecl::future::block_on(client.sync()).map_err(KernelError::from);
+            let sync = || cubecl::future::block_on(client.sync()).map_err(rowshard_kernels::element::runtime_error);
             let gather = median_time(1, self.repeats, || {
                 kernels.gather(&table, &row_handle, unique, &out);
                 sync().expect("gather");

@@ -15,7 +15,7 @@ pub fn optimizers_markdown() -> String {
     };
     md.push_str("# Optimizers\n\n");
     md.push_str(
-        "<!-- Generated from the optimizer table in kernels-gen/src/table.rs by \
+        "<!-- Generated from the optimizer table in table/src/optimizer.rs by \
          `ROWSHARD_BLESS=1 cargo test -p rowshard-tests --test docs`; do not edit. -->\n\n",
     );
     md.push_str(

@@ -1,7 +1,18 @@
 //! Hyper-parameter values for one optimizer, validated against its table row.
 
-use crate::kernels::update::{PARAM_BIAS1, PARAM_BIAS2, PARAM_INV_DIM, PARAM_LEN, PARAM_LR};
 use crate::{KernelError, Optimizer, Range};
+
+/// Index of the per-step learning rate in the kernel's parameter block. Slots 1..=5 are the
+/// table's [`ParamSlot`](crate::ParamSlot)s.
+pub const PARAM_LR: usize = 0;
+/// Adam's global-clock bias correction `1 - b1^t`.
+pub const PARAM_BIAS1: usize = 6;
+/// Adam's global-clock bias correction `1 - b2^t`.
+pub const PARAM_BIAS2: usize = 7;
+/// `1 / dim`, for row-wise means.
+pub const PARAM_INV_DIM: usize = 8;
+/// Length of the parameter block.
+pub const PARAM_LEN: usize = 9;
 
 /// The hyper-parameters of one optimizer, starting at the table's defaults.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,6 +1,5 @@
 //! The element types a table's weights and optimizer states can be stored in.
 
-use cubecl::prelude::*;
 use half::{bf16, f16};
 
 /// Storage type of a table's weights or optimizer states. All math runs in `f32`.
@@ -46,15 +45,6 @@ impl DType {
             DType::F32 => 0,
             DType::F16 => 13,
             DType::BF16 => 16,
-        }
-    }
-
-    /// The CubeCL element type.
-    pub fn elem_type(self) -> ElemType {
-        match self {
-            DType::F32 => <f32 as Scalar>::elem_type_native(),
-            DType::F16 => <f16 as Scalar>::elem_type_native(),
-            DType::BF16 => <bf16 as Scalar>::elem_type_native(),
         }
     }
 
@@ -132,29 +122,6 @@ impl std::fmt::Display for DType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
-}
-
-/// Runs `$body` with the type alias `$t` bound to the Rust type of `$dtype`.
-///
-/// This is the one place a runtime [`DType`] becomes a compile-time type parameter.
-#[macro_export]
-macro_rules! with_dtype {
-    ($dtype:expr, $t:ident => $body:expr) => {
-        match $dtype {
-            $crate::DType::F32 => {
-                type $t = f32;
-                $body
-            }
-            $crate::DType::F16 => {
-                type $t = $crate::__private::half::f16;
-                $body
-            }
-            $crate::DType::BF16 => {
-                type $t = $crate::__private::half::bf16;
-                $body
-            }
-        }
-    };
 }
 
 #[cfg(test)]
