@@ -3,16 +3,17 @@
 It builds dicee's command-line arguments (`dicee.scripts.run.get_default_arguments`, so every
 option we do not set keeps the CLI's default) and runs `dicee.executer.Execute(args).start()`,
 which is exactly what `dicee.scripts.run.main()` does, but returns dicee's report to us. dicee
-writes its run folder (model, vocabularies, memory maps) under a temporary directory, which is
-deleted afterwards unless --keep is given.
+writes its run folder (model, vocabularies, memory maps) and Lightning its ./checkpoints/ under a
+temporary directory (the script chdirs there), deleted afterwards unless --keep is given.
 
-Printed: the wall-clock time of the training loop alone (the trainer's `fit`, all epochs; the
-data set and model are built before it), dicee's total runtime (reading, indexing, training,
+Printed: the wall-clock time of the training loop alone (the trainer's `fit`: all epochs plus
+Lightning's end-of-fit checkpoint; the data set and model are built before it), dicee's total runtime (reading, indexing, training,
 saving, evaluating), the triples trained on (original + dicee's reciprocal triples for KvsAll),
 the data points per epoch (unique (head, relation) pairs for KvsAll, triples for NegSample),
 the filtered valid and test MRR and Hits@1/3/10 that dicee reports, and the peak RSS.
 
-Offline: dicee's `KG` calls `tiktoken.get_encoding("gpt2")` for every graph, which downloads a
+Careful: `--eval None` also makes dicee skip the reciprocal triples (KvsAll then trains on the
+original triples only). Offline: dicee's `KG` calls `tiktoken.get_encoding("gpt2")` for every graph, which downloads a
 BPE file; it is only used for byte-pair-encoded models, so a stub replaces it here.
 
 Run (in the peers venv of run.sh):
@@ -24,6 +25,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -37,7 +39,7 @@ cli.add_argument("--batch-size", type=int, default=1024)
 cli.add_argument("--lr", type=float, default=0.1)
 cli.add_argument("--optim", default="Adam", help="dicee's CLI default is Adopt; we use Adam")
 cli.add_argument("--scoring", default="KvsAll", choices=["KvsAll", "NegSample"])
-cli.add_argument("--neg-ratio", type=int, default=1, help="negatives per positive (NegSample)")
+cli.add_argument("--neg-ratio", type=int, default=2, help="negatives per positive (NegSample; CLI default 2)")
 cli.add_argument("--seed", type=int, default=1)
 cli.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
 cli.add_argument("--trainer", default="PL", choices=["PL", "torchCPUTrainer"],
@@ -96,8 +98,10 @@ def _timed_trainer(self, callbacks):
 DICE_Trainer.initialize_trainer = _timed_trainer
 
 work = tempfile.mkdtemp(prefix="dicee_kge_")
+dataset_dir = os.path.abspath(opts.dataset_dir)
+os.chdir(work)  # Lightning's default ModelCheckpoint writes ./checkpoints/ in the working directory
 args = get_default_arguments([
-    "--dataset_dir", os.path.abspath(opts.dataset_dir),
+    "--dataset_dir", dataset_dir,
     "--path_to_store_single_run", os.path.join(work, "run"),
     "--model", opts.model, "--embedding_dim", str(opts.dim), "--num_epochs", str(opts.epochs),
     "--batch_size", str(opts.batch_size), "--lr", str(opts.lr), "--optim", opts.optim,
@@ -108,9 +112,12 @@ args = get_default_arguments([
     "--pl_trainer_kwargs", json.dumps({"max_step": opts.max_steps}),
 ])
 start = time.perf_counter()
-report = Execute(args).start()
+execute = Execute(args)
+try:
+    report, error = execute.start(), None
+except Exception as exc:  # e.g. MemoryError in evaluation: still report the training time
+    report, error = execute.report, f"{type(exc).__name__}: {exc}"
 total = time.perf_counter() - start
-
 
 points = timing.get("data_points_per_epoch") or 1
 steps = timing.get("steps")
@@ -145,8 +152,8 @@ print(json.dumps({
     "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     "peak_rss_children_mib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
     "run_dir": os.path.join(work, "run") if opts.keep else None,
+    "error": error,
 }), flush=True)
 if not opts.keep:
-    import shutil
     shutil.rmtree(work, ignore_errors=True)
-sys.exit(0)
+sys.exit(1 if error else 0)
