@@ -4,4 +4,5 @@
 pub mod data;
 pub mod equivalence;
 pub mod reference;
+pub mod scores;
 pub mod suite;

@@ -3,6 +3,7 @@
 //! gather-gradient-apply —, the kernel set compiled when a table is created, and the generated
 //! kernel source for snapshot tests.
 
+pub mod dense_set;
 pub mod element;
 pub mod kernel_set;
 pub mod kernels;
@@ -12,6 +13,7 @@ pub mod segments;
 pub mod shape;
 pub mod source;
 
+pub use dense_set::DenseKernels;
 pub use kernel_set::KernelSet;
 pub use local_table::{LocalTable, NonFinitePolicy};
 pub use runtime::Backend;

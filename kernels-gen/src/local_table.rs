@@ -70,7 +70,9 @@ impl LocalTable {
         })
     }
 
-    fn buffers(&self) -> &TableBuffers {
+    /// The device buffers (weights and optimizer states), for kernels that read the table in
+    /// place, such as KvsAll's dense scoring.
+    pub fn buffers(&self) -> &TableBuffers {
         self.buffers.as_ref().expect("buffers live until drop")
     }
 

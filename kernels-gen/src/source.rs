@@ -42,7 +42,8 @@ const SNAPSHOT_UNITS: u32 = 256;
 /// Vector width the snapshots are printed with.
 pub const SNAPSHOT_VECTOR: usize = 4;
 
-fn properties() -> Arc<DeviceProperties> {
+/// The fixed, GPU-like device properties snapshots are compiled against.
+pub fn snapshot_properties() -> Arc<DeviceProperties> {
     let hardware = HardwareProperties {
         load_width: 128,
         vector_register_count: None,
@@ -70,7 +71,8 @@ fn properties() -> Arc<DeviceProperties> {
     ))
 }
 
-fn settings() -> KernelSettings {
+/// The launch settings snapshots are compiled with (256 units per cube, unchecked).
+pub fn snapshot_settings() -> KernelSettings {
     KernelSettings::new(
         CubeDim::new_1d(SNAPSHOT_UNITS).into(),
         ExecutionMode::Unchecked,
@@ -78,7 +80,8 @@ fn settings() -> KernelSettings {
     )
 }
 
-fn compile(definition: KernelDefinition, language: Language) -> Result<String, KernelError> {
+/// Compiles a kernel definition to `language` and redacts its entry point's hash.
+pub fn compile(definition: KernelDefinition, language: Language) -> Result<String, KernelError> {
     let text = match language {
         Language::CudaCpp => {
             let mut compiler =
@@ -105,7 +108,8 @@ fn compile(definition: KernelDefinition, language: Language) -> Result<String, K
     Ok(redact_hashes(&text))
 }
 
-fn refuse(dtype: DType, language: Language) -> Result<(), KernelError> {
+/// Refuses a dtype `language` cannot express.
+pub fn refuse(dtype: DType, language: Language) -> Result<(), KernelError> {
     if language.supports(dtype) {
         return Ok(());
     }
@@ -130,7 +134,7 @@ pub fn apply_source(config: &TableConfig, language: Language) -> Result<String, 
     let b = buffer;
     with_dtype!(config.weight_dtype, F => with_dtype!(config.state_dtype, S => {
         let kernel = fused_apply::FusedApply::<F, S>::new(
-            settings(), properties(), Arc::new(Default::default()),
+            snapshot_settings(), snapshot_properties(), Arc::new(Default::default()),
             b(), b(), b(), b(), b(), b(), b(), b(), b(), (), (), (), (),
             SNAPSHOT_VECTOR, rule,
         );
@@ -143,7 +147,7 @@ pub fn gather_source(dtype: DType, language: Language) -> Result<String, KernelE
     refuse(dtype, language)?;
     with_dtype!(dtype, F => {
         let kernel = gather_rows::GatherRows::<F>::new(
-            settings(), properties(), Arc::new(Default::default()),
+            snapshot_settings(), snapshot_properties(), Arc::new(Default::default()),
             buffer(), buffer(), buffer(), (), (), SNAPSHOT_VECTOR,
         );
         compile(kernel.define(), language)

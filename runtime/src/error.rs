@@ -26,6 +26,25 @@ pub enum InputError {
         /// Its `f32` bits.
         value: u64,
     },
+    /// A relation id outside `[0, relations)`.
+    RelationOutOfRange {
+        /// The id.
+        id: u64,
+        /// The relation table's rows.
+        rows: u64,
+    },
+    /// Arrays of one batch whose lengths disagree.
+    BatchLength {
+        /// The length of the first array.
+        expected: u64,
+        /// The length of the one that differs.
+        got: u64,
+    },
+    /// A training target outside `[0, 1]` or not finite.
+    Target {
+        /// Its position in the batch.
+        position: u64,
+    },
     /// A NaN or infinite gradient value.
     NonFiniteGradient {
         /// The id it was for.
@@ -53,6 +72,18 @@ impl std::fmt::Display for InputError {
                     "the gradient for id {id} (batch position {position}) is not finite"
                 )
             }
+            InputError::RelationOutOfRange { id, rows } => {
+                write!(f, "relation {id} is outside the relation table's {rows} rows")
+            }
+            InputError::BatchLength { expected, got } => {
+                write!(
+                    f,
+                    "the batch's arrays must have one entry per triple: {expected} and {got}"
+                )
+            }
+            InputError::Target { position } => {
+                write!(f, "the target at batch position {position} is not in [0, 1]")
+            }
             InputError::LearningRate { value } => {
                 write!(
                     f,
@@ -72,6 +103,9 @@ impl InputError {
             InputError::GradientShape { expected, got } => [2, expected, got],
             InputError::NonFiniteGradient { id, position } => [3, id, position],
             InputError::LearningRate { value } => [4, value, 0],
+            InputError::RelationOutOfRange { id, rows } => [5, id, rows],
+            InputError::BatchLength { expected, got } => [6, expected, got],
+            InputError::Target { position } => [7, position, 0],
         }
     }
 
@@ -90,6 +124,15 @@ impl InputError {
                 position: words[2],
             }),
             4 => Some(InputError::LearningRate { value: words[1] }),
+            5 => Some(InputError::RelationOutOfRange {
+                id: words[1],
+                rows: words[2],
+            }),
+            6 => Some(InputError::BatchLength {
+                expected: words[1],
+                got: words[2],
+            }),
+            7 => Some(InputError::Target { position: words[1] }),
             _ => None,
         }
     }

@@ -3,13 +3,26 @@
 //! back, and each owner updates only the rows it received with a fused CubeCL gather + optimizer
 //! kernel.
 //!
-//! This crate is what users depend on. It re-exports the kernel layer ([`rowshard_kernels`]): the
-//! optimizer table, [`LocalTable`] and the runtimes.
+//! This crate is what users depend on. Write a model as a struct with
+//! [`#[sharded_embedding(...)]`](sharded_embedding) (its table settings, checked against the one
+//! optimizer table at compile time) and an `impl` block with [`#[scoring]`](scoring) holding its
+//! scoring function in the scoring DSL (`docs/dsl.md`); the macros generate the kernels of the
+//! score and its gradient and the glue to a [`ShardedModel`]. [`models`] ships DistMult, ComplEx,
+//! TransE, RotatE and QMult written that way.
+//!
+//! It re-exports the kernel layer ([`rowshard_kernels`]): the optimizer table, [`LocalTable`] and
+//! the runtimes.
+
+// The macros' output names `::rowshard::…`, which must resolve inside this crate too (the
+// shipped models).
+extern crate self as rowshard;
 
 pub mod agree;
 pub mod comm;
 pub mod error;
 pub mod init;
+pub mod model;
+pub mod models;
 pub mod partition;
 pub mod sharded;
 
@@ -17,12 +30,46 @@ pub use rowshard_kernels::{
     Backend, BiasClock, DType, HyperParams, KernelError, KernelSet, LocalTable, NonFinitePolicy,
     Optimizer, OptimizerSpec, TABLE, TableConfig,
 };
-/// The proc-macro crate; `#[sharded_embedding]` lands there.
-pub use rowshard_macros as macros;
+/// The attribute macros: a model's settings, and its scoring function (see the crate docs).
+pub use rowshard_macros::{scoring, sharded_embedding};
 
 pub use comm::{CommError, Communicator};
 pub use error::{InputError, ShardError};
 pub use init::Initializer;
 pub use partition::{Partition, PartitionScheme};
 pub use rowshard_kernels as kernels;
+pub use model::{
+    IdLists, InitScheme, ModelDefaults, ModelSettings, ModelSpec, OptimizerSettings,
+    ScoringFunction, ShardedModel, StepReport, TrainBatch,
+};
 pub use sharded::{ShardedTable, ShardedTableSpec, StateLocation};
+
+/// What the macros' output reaches the runtime through; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use std::sync::Arc;
+
+    pub use cubecl;
+    pub use cubecl::prelude::KernelDefinition;
+    pub use rowshard_kernels::{BiasClock, DType, KernelError, Optimizer, with_dtype};
+
+    pub use crate::model::{
+        DefineContext, HostGradient, InitScheme, ModelDefaults, ModelSettings, OptimizerSettings,
+        ScoreKernel, ScoreLaunch, ScoringFunction, ShardedModel,
+    };
+    pub use crate::partition::PartitionScheme;
+    pub use crate::sharded::StateLocation;
+    pub use crate::{define_scoring, launch_scoring};
+
+    /// Helpers of the generated code.
+    pub mod dsl {
+        /// Called by the generated kernels.
+        pub mod cube {
+            pub use rowshard_kernels::kernels::dsl::*;
+        }
+        /// Called by the generated host functions.
+        pub mod host {
+            pub use crate::model::host::*;
+        }
+    }
+}

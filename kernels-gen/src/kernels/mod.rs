@@ -1,4 +1,5 @@
-//! The CubeCL kernels: row gather and the fused gather-gradient-apply per optimizer.
+//! The CubeCL kernels: row gather, the fused gather-gradient-apply per optimizer, the dense
+//! products of KvsAll scoring, and the helpers `#[scoring]`'s generated kernels call.
 //!
 //! `#[cube]` generates an undocumented module and struct per function; the functions themselves
 //! carry the docs. Kernel bodies are CubeCL's DSL, where index loops are the idiom: the
@@ -8,6 +9,10 @@
 
 #[allow(missing_docs)]
 pub mod apply;
+#[allow(missing_docs)]
+pub mod dense;
+#[allow(missing_docs)]
+pub mod dsl;
 #[allow(missing_docs)]
 pub mod gather;
 #[allow(missing_docs)]

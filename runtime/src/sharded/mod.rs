@@ -174,18 +174,7 @@ impl<'c> ShardedTable<'c> {
 
     /// Agrees on every rank's input check: all ranks return the first rank's error, or all go on.
     fn agree(&self, verdict: Option<InputError>) -> Result<(), ShardError> {
-        let words = verdict.map_or([0; 3], |e| e.encode());
-        let views = self.comm.all_gather(&to_bytes(&words))?;
-        for (rank, view) in views.iter().enumerate() {
-            let w: Vec<u64> = from_bytes(view);
-            if let Some(error) = w
-                .get(..3)
-                .and_then(|w| InputError::decode([w[0], w[1], w[2]]))
-            {
-                return Err(ShardError::BadInput { rank, error });
-            }
-        }
-        Ok(())
+        crate::agree::agree_on_input(self.comm, verdict)
     }
 
     fn check_ids(&self, ids: &[u32]) -> Option<InputError> {
