@@ -19,6 +19,9 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Train a model on a knowledge graph, sharded over ranks; evaluate it (filtered MRR,
+    /// Hits@k); checkpoint it. With no arguments: DistMult on the shipped UMLS, 2 ranks, CPU.
+    Train(Box<crate::train::TrainArgs>),
     /// One fused Adam step on a local table: what it did and how long the JIT took.
     Demo {
         /// Runtime: cpu, wgpu or cuda.
@@ -115,6 +118,7 @@ fn parse_partition(s: &str) -> Result<PartitionScheme, String> {
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     match cli.command {
+        Command::Train(args) => crate::train::run(*args)?,
         Command::Demo { backend } => crate::demo::run(backend)?,
         Command::Bench(args) => bench(args)?,
         Command::BenchKernels {

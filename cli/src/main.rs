@@ -3,6 +3,9 @@
 mod bench;
 mod cli;
 mod demo;
+mod hyper;
+mod progress;
+mod train;
 
 use clap::Parser;
 

@@ -19,12 +19,14 @@ extern crate self as rowshard;
 
 pub mod agree;
 pub mod comm;
+pub mod data;
 pub mod error;
 pub mod init;
 pub mod model;
 pub mod models;
 pub mod partition;
 pub mod sharded;
+pub mod train;
 
 pub use rowshard_kernels::{
     Backend, BiasClock, DType, HyperParams, KernelError, KernelSet, LocalTable, NonFinitePolicy,

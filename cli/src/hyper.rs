@@ -1,0 +1,57 @@
+//! `--<hyper-parameter> VALUE` for every hyper-parameter of the optimizer table: the flags are
+//! generated from the table, so a new optimizer row brings its flags with it.
+
+use clap::{Arg, ArgMatches, Args, Command, FromArgMatches};
+use rowshard_kernels::TABLE;
+
+/// The hyper-parameters given on the command line, by table name.
+#[derive(Clone, Debug, Default)]
+pub struct HyperArgs(pub Vec<(&'static str, f64)>);
+
+/// Every hyper-parameter name of the table, once, with the optimizers that have it.
+fn names() -> Vec<(&'static str, String, Vec<&'static str>)> {
+    let mut out: Vec<(&'static str, String, Vec<&'static str>)> = Vec::new();
+    for spec in TABLE {
+        for h in spec.hyper_parameters {
+            match out.iter_mut().find(|(n, _, _)| *n == h.name) {
+                Some(entry) => entry.2.push(spec.name),
+                None => out.push((h.name, h.doc.to_string(), vec![spec.name])),
+            }
+        }
+    }
+    out
+}
+
+impl FromArgMatches for HyperArgs {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        Ok(HyperArgs(
+            names()
+                .into_iter()
+                .filter_map(|(name, _, _)| matches.get_one::<f64>(name).map(|&v| (name, v)))
+                .collect(),
+        ))
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl Args for HyperArgs {
+    fn augment_args(cmd: Command) -> Command {
+        names().into_iter().fold(cmd, |cmd, (name, doc, optimizers)| {
+            cmd.arg(
+                Arg::new(name)
+                    .long(name.replace('_', "-"))
+                    .value_name("VALUE")
+                    .value_parser(clap::value_parser!(f64))
+                    .help(format!("{doc} ({})", optimizers.join(", "))),
+            )
+        })
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
+}

@@ -1,0 +1,243 @@
+//! Reading a triples folder into a [`Dataset`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use super::{DataError, Triple};
+
+/// The three splits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Split {
+    /// Training triples.
+    Train,
+    /// Validation triples.
+    Valid,
+    /// Test triples.
+    Test,
+}
+
+impl Split {
+    /// The split's file name.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Split::Train => "train.txt",
+            Split::Valid => "valid.txt",
+            Split::Test => "test.txt",
+        }
+    }
+
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Split::Train => "train",
+            Split::Valid => "valid",
+            Split::Test => "test",
+        }
+    }
+}
+
+/// Valid or test triples left out because training never saw one of their entities or
+/// relations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Unseen {
+    /// In `valid.txt`.
+    pub valid: usize,
+    /// In `test.txt`.
+    pub test: usize,
+}
+
+/// A knowledge graph with its vocabularies and splits.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dataset {
+    /// Where it was read from.
+    pub folder: PathBuf,
+    /// Entity names, by id (sorted).
+    pub entities: Vec<String>,
+    /// Relation names, by id (sorted).
+    pub relations: Vec<String>,
+    /// Training triples, in file order.
+    pub train: Vec<Triple>,
+    /// Validation triples over known entities and relations.
+    pub valid: Vec<Triple>,
+    /// Test triples over known entities and relations.
+    pub test: Vec<Triple>,
+    /// Valid and test triples left out.
+    pub unseen: Unseen,
+}
+
+type Named = (String, String, String);
+
+fn read_split(folder: &Path, split: Split) -> Result<Vec<Named>, DataError> {
+    let file = folder.join(split.file_name());
+    if !file.is_file() {
+        return Err(DataError::MissingFile(file));
+    }
+    let text = std::fs::read_to_string(&file).map_err(|error| DataError::Io {
+        file: file.clone(),
+        error,
+    })?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() {
+            continue;
+        }
+        let malformed = |reason: String| DataError::Malformed {
+            file: file.clone(),
+            line: i + 1,
+            reason,
+        };
+        let fields: Vec<&str> = line.split('\t').collect();
+        if fields.len() != 3 {
+            return Err(malformed(format!(
+                "expected head<TAB>relation<TAB>tail, found {} tab-separated field{}",
+                fields.len(),
+                if fields.len() == 1 { "" } else { "s" }
+            )));
+        }
+        if let Some(k) = fields.iter().position(|f| f.trim().is_empty()) {
+            let which = ["head", "relation", "tail"][k];
+            return Err(malformed(format!("the {which} is empty")));
+        }
+        out.push((
+            fields[0].trim().to_string(),
+            fields[1].trim().to_string(),
+            fields[2].trim().to_string(),
+        ));
+    }
+    Ok(out)
+}
+
+impl Dataset {
+    /// Reads `folder/{train,valid,test}.txt`.
+    pub fn load(folder: impl AsRef<Path>) -> Result<Self, DataError> {
+        let folder = folder.as_ref();
+        if !folder.is_dir() {
+            return Err(DataError::MissingFolder(folder.to_path_buf()));
+        }
+        let train = read_split(folder, Split::Train)?;
+        let valid = read_split(folder, Split::Valid)?;
+        let test = read_split(folder, Split::Test)?;
+        if train.is_empty() {
+            return Err(DataError::Empty(folder.join(Split::Train.file_name())));
+        }
+        let entity_set: BTreeSet<&str> = train
+            .iter()
+            .flat_map(|(h, _, t)| [h.as_str(), t.as_str()])
+            .collect();
+        let relation_set: BTreeSet<&str> = train.iter().map(|(_, r, _)| r.as_str()).collect();
+        let entities: BTreeMap<&str, u32> = entity_set
+            .iter()
+            .enumerate()
+            .map(|(i, &e)| (e, i as u32))
+            .collect();
+        let relations: BTreeMap<&str, u32> = relation_set
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| (r, i as u32))
+            .collect();
+        let ids = |(h, r, t): &Named| -> Option<Triple> {
+            Some([
+                *entities.get(h.as_str())?,
+                *relations.get(r.as_str())?,
+                *entities.get(t.as_str())?,
+            ])
+        };
+        let known = |split: &[Named]| -> (Vec<Triple>, usize) {
+            let kept: Vec<Triple> = split.iter().filter_map(ids).collect();
+            let dropped = split.len() - kept.len();
+            (kept, dropped)
+        };
+        let (valid_ids, valid_unseen) = known(&valid);
+        let (test_ids, test_unseen) = known(&test);
+        Ok(Dataset {
+            folder: folder.to_path_buf(),
+            train: train.iter().map(|t| ids(t).expect("built from train")).collect(),
+            valid: valid_ids,
+            test: test_ids,
+            unseen: Unseen {
+                valid: valid_unseen,
+                test: test_unseen,
+            },
+            entities: entity_set.into_iter().map(String::from).collect(),
+            relations: relation_set.into_iter().map(String::from).collect(),
+        })
+    }
+
+    /// The triples of `split`.
+    pub fn split(&self, split: Split) -> &[Triple] {
+        match split {
+            Split::Train => &self.train,
+            Split::Valid => &self.valid,
+            Split::Test => &self.test,
+        }
+    }
+
+    /// A digest of the vocabularies, to tell checkpoints of another data set apart.
+    pub fn vocabulary_digest(&self) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for name in self.entities.iter().chain([&String::new()]).chain(&self.relations) {
+            for b in name.bytes().chain([0]) {
+                h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+            }
+        }
+        h
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn folder(files: &[(&str, &str)]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "rowshard-data-{}-{}",
+            std::process::id(),
+            files.len() * 31 + files.iter().map(|f| f.1.len()).sum::<usize>()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.join(name), text).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn reads_sorted_vocabularies_and_leaves_out_unseen() {
+        let dir = folder(&[
+            ("train.txt", "b\tr2\ta\na\tr1\tc\n"),
+            ("valid.txt", "a\tr2\tb\nz\tr1\ta\n"),
+            ("test.txt", "c\tr9\ta\n\n"),
+        ]);
+        let d = Dataset::load(&dir).unwrap();
+        assert_eq!(d.entities, ["a", "b", "c"]);
+        assert_eq!(d.relations, ["r1", "r2"]);
+        assert_eq!(d.train, vec![[1, 1, 0], [0, 0, 2]]);
+        assert_eq!(d.valid, vec![[0, 1, 1]]);
+        assert!(d.test.is_empty());
+        assert_eq!(d.unseen, Unseen { valid: 1, test: 1 });
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn malformed_lines_name_the_file_and_line() {
+        let dir = folder(&[
+            ("train.txt", "a\tr\tb\na r b\n"),
+            ("valid.txt", ""),
+            ("test.txt", ""),
+        ]);
+        let e = Dataset::load(&dir).unwrap_err().to_string();
+        assert!(e.ends_with("train.txt:2: expected head<TAB>relation<TAB>tail, found 1 tab-separated field"), "{e}");
+        std::fs::write(dir.join("train.txt"), "a\t\tb\n").unwrap();
+        let e = Dataset::load(&dir).unwrap_err().to_string();
+        assert!(e.ends_with("train.txt:1: the relation is empty"), "{e}");
+        std::fs::write(dir.join("train.txt"), "a\tr\tb\n").unwrap();
+        std::fs::remove_file(dir.join("test.txt")).unwrap();
+        let e = Dataset::load(&dir).unwrap_err().to_string();
+        assert!(e.contains("test.txt is missing"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+        let e = Dataset::load(&dir).unwrap_err().to_string();
+        assert!(e.contains("does not exist"), "{e}");
+    }
+}

@@ -1,0 +1,199 @@
+//! What a training epoch is made of: KvsAll queries with their labels, or triples with sampled
+//! negatives; shuffled per epoch from the seed, and split between ranks.
+//!
+//! Every rank derives the same global batches from the seed, then takes its own slice, and
+//! negatives are drawn from a counter-based generator keyed by (seed, epoch, triple, draw): the
+//! data a step trains on does not depend on the number of ranks.
+
+use crate::data::{Dataset, Triple};
+use crate::init::SplitMix64;
+use crate::model::IdLists;
+
+/// KvsAll's training set: each distinct `(head, relation)` of the training triples — with a
+/// reciprocal `(t, r⁻¹, h)` added for each, `r⁻¹ = r + relations` — and its true tails.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KvsAllSet {
+    /// The queries' heads.
+    pub heads: Vec<u32>,
+    /// The queries' relations.
+    pub relations: Vec<u32>,
+    /// The true tails of each query.
+    pub labels: IdLists,
+}
+
+impl KvsAllSet {
+    /// The queries of `triples` with reciprocals (`relations` relations before doubling).
+    pub fn new(triples: &[Triple], relations: u32) -> Self {
+        let mut pairs: Vec<(u32, u32, u32)> = triples
+            .iter()
+            .flat_map(|&[h, r, t]| [(h, r, t), (t, r + relations, h)])
+            .collect();
+        pairs.sort_unstable();
+        pairs.dedup();
+        let mut set = KvsAllSet {
+            heads: Vec::new(),
+            relations: Vec::new(),
+            labels: IdLists::new(),
+        };
+        let mut tails = Vec::new();
+        for (i, &(h, r, t)) in pairs.iter().enumerate() {
+            tails.push(t);
+            let last = pairs.get(i + 1).is_none_or(|&(h2, r2, _)| (h2, r2) != (h, r));
+            if last {
+                set.heads.push(h);
+                set.relations.push(r);
+                set.labels.push(&tails);
+                tails.clear();
+            }
+        }
+        set
+    }
+
+    /// How many queries.
+    pub fn len(&self) -> usize {
+        self.heads.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.heads.is_empty()
+    }
+}
+
+/// A permutation of `0..n` for `epoch`, the same on every rank (Fisher–Yates over SplitMix64).
+pub fn shuffled(n: usize, seed: u64, epoch: usize) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    let mut rng = SplitMix64::new(seed ^ (epoch as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    for i in (1..n).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
+}
+
+/// Rank `rank`'s share of a global batch of `len` items, as a range of positions in it.
+pub fn share(len: usize, rank: usize, world: usize) -> std::ops::Range<usize> {
+    (rank * len / world)..((rank + 1) * len / world)
+}
+
+/// Global batches of `batch` items over `n` items: the ranges of the epoch's order.
+pub fn batches(n: usize, batch: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let batch = batch.max(1);
+    (0..n.div_ceil(batch)).map(move |b| b * batch..((b + 1) * batch).min(n))
+}
+
+/// The `draw`-th corruption of training triple `index` (its position in the file) in `epoch`:
+/// the head or the tail, with probability ½ each, replaced by a uniform entity.
+pub fn corrupt(
+    triple: Triple,
+    entities: u32,
+    seed: u64,
+    epoch: usize,
+    index: usize,
+    draw: usize,
+) -> Triple {
+    let key = seed
+        ^ (epoch as u64).wrapping_mul(0xd1b5_4a32_d192_ed03)
+        ^ (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ (draw as u64).wrapping_mul(0x94d0_49bb_1331_11eb);
+    let bits = SplitMix64::new(key).next_u64();
+    let entity = ((bits >> 1) % entities as u64) as u32;
+    let [h, r, t] = triple;
+    if bits & 1 == 0 {
+        [entity, r, t]
+    } else {
+        [h, r, entity]
+    }
+}
+
+/// The triples of a negative-sampling step: `positives` (global order positions mapped to
+/// training indices) each followed by `neg_ratio` corruptions, with their targets (`1 − ε` and
+/// `ε`).
+pub struct NegativeBatch {
+    /// Heads.
+    pub heads: Vec<u32>,
+    /// Relations.
+    pub relations: Vec<u32>,
+    /// Tails.
+    pub tails: Vec<u32>,
+    /// Targets.
+    pub targets: Vec<f32>,
+}
+
+impl NegativeBatch {
+    /// The batch of the training triples `indices` in `epoch`.
+    pub fn new(
+        data: &Dataset,
+        indices: &[u32],
+        neg_ratio: usize,
+        smoothing: f32,
+        seed: u64,
+        epoch: usize,
+    ) -> Self {
+        let n = indices.len() * (1 + neg_ratio);
+        let mut b = NegativeBatch {
+            heads: Vec::with_capacity(n),
+            relations: Vec::with_capacity(n),
+            tails: Vec::with_capacity(n),
+            targets: Vec::with_capacity(n),
+        };
+        let entities = data.entities.len() as u32;
+        let mut push = |[h, r, t]: Triple, y: f32| {
+            b.heads.push(h);
+            b.relations.push(r);
+            b.tails.push(t);
+            b.targets.push(y);
+        };
+        for &i in indices {
+            let triple = data.train[i as usize];
+            push(triple, 1.0 - smoothing);
+            for draw in 0..neg_ratio {
+                push(
+                    corrupt(triple, entities, seed, epoch, i as usize, draw),
+                    smoothing,
+                );
+            }
+        }
+        b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kvsall_queries_group_tails_with_reciprocals() {
+        let set = KvsAllSet::new(&[[0, 0, 1], [0, 0, 2], [2, 1, 0]], 2);
+        let queries: Vec<(u32, u32, Vec<u32>)> = (0..set.len())
+            .map(|i| (set.heads[i], set.relations[i], set.labels.get(i).to_vec()))
+            .collect();
+        assert_eq!(
+            queries,
+            vec![
+                (0, 0, vec![1, 2]),
+                (0, 3, vec![2]),
+                (1, 2, vec![0]),
+                (2, 1, vec![0]),
+                (2, 2, vec![0]),
+            ]
+        );
+    }
+
+    #[test]
+    fn shuffles_shares_and_corruptions_are_fixed_by_the_seed() {
+        let a = shuffled(100, 7, 3);
+        assert_eq!(a, shuffled(100, 7, 3));
+        assert_ne!(a, shuffled(100, 7, 4));
+        let mut sorted = a.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..100).collect::<Vec<u32>>());
+        let parts: Vec<_> = (0..3).map(|r| share(10, r, 3)).collect();
+        assert_eq!(parts, vec![0..3, 3..6, 6..10]);
+        assert_eq!(batches(5, 2).collect::<Vec<_>>(), vec![0..2, 2..4, 4..5]);
+        let c = corrupt([1, 2, 3], 50, 9, 1, 4, 0);
+        assert_eq!(c, corrupt([1, 2, 3], 50, 9, 1, 4, 0));
+        assert!((c[0] == 1) ^ (c[2] == 3) || c == [1, 2, 3]);
+        assert_eq!(c[1], 2);
+    }
+}

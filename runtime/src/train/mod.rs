@@ -1,0 +1,257 @@
+//! Training and evaluating a sharded model on a knowledge graph: epochs of KvsAll or
+//! negative-sampling steps, learning-rate schedules, filtered metrics. Every function here is a
+//! collective: each rank runs it with the same data set and configuration.
+
+pub mod batches;
+pub mod eval;
+
+use batches::{KvsAllSet, NegativeBatch, batches, share, shuffled};
+pub use eval::{Filters, Metrics, evaluate};
+
+use crate::data::{Dataset, Split};
+use crate::error::ShardError;
+use crate::model::{ScoringFunction, ShardedModel, TrainBatch};
+
+/// How a step scores.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Mode {
+    /// Every distinct `(h, r)` against every entity, with reciprocal relations (needs a score
+    /// linear in the tail).
+    KvsAll,
+    /// Each training triple and `neg_ratio` corruptions of it (head or tail, uniform).
+    NegSample {
+        /// Corruptions per true triple.
+        neg_ratio: usize,
+    },
+}
+
+impl Mode {
+    /// Whether the model has reciprocal relations (`r⁻¹ = r + relations`).
+    pub fn reciprocal(self) -> bool {
+        self == Mode::KvsAll
+    }
+
+    /// The relation rows a model trained this way needs for `data`.
+    pub fn model_relations(self, data: &Dataset) -> usize {
+        data.relations.len() * if self.reciprocal() { 2 } else { 1 }
+    }
+}
+
+/// How the learning rates change over the epochs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LrSchedule {
+    /// The configured rates throughout.
+    Constant,
+    /// Multiplied by `gamma` after every epoch.
+    Exponential {
+        /// The factor per epoch.
+        gamma: f64,
+    },
+    /// Cosine annealing from the configured rates to 0 over the run.
+    Cosine,
+}
+
+impl LrSchedule {
+    /// The factor on the configured rates in `epoch` (0-based) of `epochs`.
+    pub fn factor(self, epoch: usize, epochs: usize) -> f64 {
+        match self {
+            LrSchedule::Constant => 1.0,
+            LrSchedule::Exponential { gamma } => gamma.powi(epoch as i32),
+            LrSchedule::Cosine => {
+                0.5 * (1.0 + (std::f64::consts::PI * epoch as f64 / epochs.max(1) as f64).cos())
+            }
+        }
+    }
+}
+
+/// How to train.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainConfig {
+    /// KvsAll or negative sampling.
+    pub mode: Mode,
+    /// Epochs to run.
+    pub epochs: usize,
+    /// Global batch: KvsAll queries or true triples per step, over all ranks.
+    pub batch_size: usize,
+    /// Seeds the batches' order and the negatives.
+    pub seed: u64,
+    /// Label smoothing ε.
+    pub label_smoothing: f32,
+    /// The learning-rate schedule.
+    pub schedule: LrSchedule,
+    /// Global queries per ranking call in evaluation.
+    pub eval_batch: usize,
+}
+
+impl Default for TrainConfig {
+    /// dicee's UMLS settings: KvsAll, batch 1024, 256 epochs, no smoothing.
+    fn default() -> Self {
+        Self {
+            mode: Mode::KvsAll,
+            epochs: 256,
+            batch_size: 1024,
+            seed: 1,
+            label_smoothing: 0.0,
+            schedule: LrSchedule::Constant,
+            eval_batch: 512,
+        }
+    }
+}
+
+/// What one epoch did.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EpochReport {
+    /// The epoch (1-based).
+    pub epoch: usize,
+    /// Mean loss over its steps.
+    pub loss: f64,
+    /// Steps taken.
+    pub steps: usize,
+    /// Training examples (KvsAll queries or scored triples) in the epoch.
+    pub examples: u64,
+    /// Wall time of the epoch.
+    pub seconds: f64,
+}
+
+/// Told about progress; the CLI draws bars with it. Every method has a default that does
+/// nothing.
+pub trait Progress {
+    /// Step `step` (1-based) of `steps` of `epoch` finished with `loss`.
+    fn step(&mut self, epoch: usize, step: usize, steps: usize, loss: f64) {
+        let _ = (epoch, step, steps, loss);
+    }
+
+    /// An epoch finished.
+    fn epoch(&mut self, report: &EpochReport) {
+        let _ = report;
+    }
+}
+
+/// Reports nothing.
+pub struct Silent;
+
+impl Progress for Silent {}
+
+/// Trains `model` on `data`; holds the epoch count so a run can stop and resume.
+pub struct Trainer<'d> {
+    data: &'d Dataset,
+    config: TrainConfig,
+    kvsall: Option<KvsAllSet>,
+    /// Base learning rates the schedule scales.
+    base_lr: Option<(f64, f64)>,
+    /// Epochs finished.
+    pub epochs_done: usize,
+}
+
+impl<'d> Trainer<'d> {
+    /// A trainer at epoch 0.
+    pub fn new(data: &'d Dataset, config: TrainConfig) -> Self {
+        let kvsall = (config.mode == Mode::KvsAll)
+            .then(|| KvsAllSet::new(&data.train, data.relations.len() as u32));
+        Self {
+            data,
+            config,
+            kvsall,
+            base_lr: None,
+            epochs_done: 0,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &TrainConfig {
+        &self.config
+    }
+
+    /// Training examples per epoch: KvsAll queries or true triples.
+    pub fn examples_per_epoch(&self) -> usize {
+        match &self.kvsall {
+            Some(set) => set.len(),
+            None => self.data.train.len(),
+        }
+    }
+
+    /// Steps per epoch.
+    pub fn steps_per_epoch(&self) -> usize {
+        self.examples_per_epoch().div_ceil(self.config.batch_size.max(1))
+    }
+
+    /// Runs the next epoch. A collective.
+    pub fn epoch<S: ScoringFunction>(
+        &mut self,
+        model: &mut ShardedModel<'_, S>,
+        progress: &mut dyn Progress,
+    ) -> Result<EpochReport, ShardError> {
+        let start = std::time::Instant::now();
+        let epoch = self.epochs_done;
+        let (base_entity, base_relation) = *self.base_lr.get_or_insert((
+            model.spec().settings.entity.lr,
+            model.spec().settings.relation.lr,
+        ));
+        let factor = self.config.schedule.factor(epoch, self.config.epochs);
+        model.set_lr(base_entity * factor, base_relation * factor)?;
+        let (rank, world) = (model.comm().rank(), model.comm().world());
+        let c = &self.config;
+        let order = shuffled(self.examples_per_epoch(), c.seed, epoch);
+        let steps = self.steps_per_epoch();
+        let (mut loss, mut examples) = (0.0, 0);
+        for (step, range) in batches(order.len(), c.batch_size).enumerate() {
+            let global = &order[range];
+            let mine = &global[share(global.len(), rank, world)];
+            let report = match (&self.kvsall, c.mode) {
+                (Some(set), _) => {
+                    let heads: Vec<u32> = mine.iter().map(|&i| set.heads[i as usize]).collect();
+                    let relations: Vec<u32> =
+                        mine.iter().map(|&i| set.relations[i as usize]).collect();
+                    let lists: Vec<&[u32]> = mine.iter().map(|&i| set.labels.get(i as usize)).collect();
+                    let labels = crate::model::IdLists::from_lists(&lists);
+                    model.train_step(&TrainBatch::KvsAll {
+                        heads: &heads,
+                        relations: &relations,
+                        labels: &labels,
+                        smoothing: c.label_smoothing,
+                    })?
+                }
+                (None, Mode::NegSample { neg_ratio }) => {
+                    let b = NegativeBatch::new(self.data, mine, neg_ratio, c.label_smoothing, c.seed, epoch);
+                    model.train_step(&TrainBatch::Triples {
+                        heads: &b.heads,
+                        relations: &b.relations,
+                        tails: &b.tails,
+                        targets: &b.targets,
+                    })?
+                }
+                (None, Mode::KvsAll) => unreachable!("KvsAll builds its query set"),
+            };
+            loss += report.loss;
+            examples += report.examples;
+            progress.step(epoch + 1, step + 1, steps, report.loss);
+        }
+        self.epochs_done += 1;
+        let report = EpochReport {
+            epoch: self.epochs_done,
+            loss: loss / steps.max(1) as f64,
+            steps,
+            examples,
+            seconds: start.elapsed().as_secs_f64(),
+        };
+        progress.epoch(&report);
+        Ok(report)
+    }
+
+    /// Filtered metrics on `split`. A collective.
+    pub fn evaluate<S: ScoringFunction>(
+        &self,
+        model: &ShardedModel<'_, S>,
+        filters: &Filters,
+        split: Split,
+    ) -> Result<Metrics, ShardError> {
+        evaluate(
+            model,
+            self.data,
+            filters,
+            split,
+            self.config.mode.reciprocal(),
+            self.config.eval_batch,
+        )
+    }
+}
