@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::{Args, ValueEnum};
+use rowshard::checkpoint::{self, RunState};
 use rowshard::comm::{Communicator, threads};
 use rowshard::data::{Dataset, Split};
 use rowshard::error::ShardError;
@@ -397,13 +398,47 @@ fn run_rank<S: ScoringFunction>(
         model.jit_time().as_secs_f64() * 1e3
     ));
     let mut trainer = Trainer::new(data, plan.config.clone());
+    if let Some(path) = &plan.args.resume {
+        let manifest = checkpoint::load(&mut model, path, data.vocabulary_digest()).map_err(|e| e.to_string())?;
+        if manifest.state.mode != mode_name(plan.config.mode) {
+            return Err(format!(
+                "{}: the checkpoint was trained with {}, not {}; resume with the same --mode",
+                path.display(),
+                manifest.state.mode,
+                mode_name(plan.config.mode)
+            ));
+        }
+        trainer.epochs_done = manifest.state.epochs_done;
+        say(format!(
+            "  resumed from {} after epoch {} (written by {} ranks)",
+            path.display(),
+            manifest.state.epochs_done,
+            manifest.world
+        ));
+    }
     let filters = Filters::new(data);
+    let save = |model: &ShardedModel<S>, epochs_done: usize| -> Result<(), String> {
+        let Some(dir) = &plan.args.checkpoint_dir else {
+            return Ok(());
+        };
+        let state = RunState {
+            epochs_done,
+            mode: mode_name(plan.config.mode).into(),
+            seed: plan.config.seed,
+            dataset: data.folder.display().to_string(),
+            vocabulary: format!("{:016x}", data.vocabulary_digest()),
+        };
+        let folder = checkpoint::save(model, state, dir).map_err(|e| e.to_string())?;
+        say(format!("  checkpoint written to {}", folder.display()));
+        Ok(())
+    };
     let mut bars = Bars::new(
         leader && plan.args.progress.unwrap_or_else(|| std::io::IsTerminal::is_terminal(&std::io::stderr())),
         plan.config.epochs,
         trainer.steps_per_epoch(),
     );
     let log_every = (plan.config.epochs / 16).max(1);
+    let first_epoch = trainer.epochs_done;
     let train_start = Instant::now();
     while trainer.epochs_done < plan.config.epochs {
         let report: EpochReport = trainer.epoch(&mut model, &mut bars).map_err(fail)?;
@@ -411,10 +446,15 @@ fn run_rank<S: ScoringFunction>(
         let evaluate_now = plan.args.eval_every > 0 && e % plan.args.eval_every == 0;
         if evaluate_now {
             let m = trainer.evaluate(&model, &filters, Split::Valid).map_err(fail)?;
-            bars.println(format!(
-                "  epoch {e}: loss {:.5}, valid MRR {:.4} H@1 {:.4} H@10 {:.4}",
-                report.loss, m.mrr, m.hits1, m.hits10
-            ));
+            if leader {
+                bars.println(format!(
+                    "  epoch {e}: loss {:.5}, valid MRR {:.4} H@1 {:.4} H@10 {:.4}",
+                    report.loss, m.mrr, m.hits1, m.hits10
+                ));
+            }
+            if e < plan.config.epochs {
+                save(&model, e)?;
+            }
         } else if !bars.visible() && (e % log_every == 0 || e == plan.config.epochs) {
             say(format!(
                 "  epoch {e}/{}: loss {:.5} ({:.1} s)",
@@ -426,13 +466,20 @@ fn run_rank<S: ScoringFunction>(
     }
     bars.finish();
     let train_seconds = train_start.elapsed().as_secs_f64();
+    if trainer.epochs_done > first_epoch {
+        save(&model, trainer.epochs_done)?;
+    }
     let valid = trainer.evaluate(&model, &filters, Split::Valid).map_err(fail)?;
     let test = trainer.evaluate(&model, &filters, Split::Test).map_err(fail)?;
-    let examples = trainer.examples_per_epoch() as f64 * plan.config.epochs as f64;
+    let epochs = plan.config.epochs - first_epoch;
+    let examples = trainer.examples_per_epoch() as f64 * epochs as f64;
+    let unit = match plan.config.mode {
+        Mode::KvsAll => "KvsAll queries",
+        Mode::NegSample { .. } => "true triples",
+    };
     say(format!(
-        "  trained {} epochs in {train_seconds:.1} s ({:.0} examples/s); total {:.1} s",
-        plan.config.epochs,
-        examples / train_seconds,
+        "  trained {epochs} epochs in {train_seconds:.1} s ({:.0} {unit}/s); total {:.1} s",
+        examples / train_seconds.max(1e-9),
         start.elapsed().as_secs_f64()
     ));
     for (name, m) in [("valid", valid), ("test", test)] {
@@ -442,6 +489,14 @@ fn run_rank<S: ScoringFunction>(
         ));
     }
     Ok(leader.then_some(Outcome { valid, test }))
+}
+
+/// The mode's name in checkpoints.
+fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::KvsAll => "kvsall",
+        Mode::NegSample { .. } => "negsample",
+    }
 }
 
 fn unseen_note(data: &Dataset) -> String {

@@ -15,7 +15,7 @@ pub mod source;
 
 pub use dense_set::DenseKernels;
 pub use kernel_set::KernelSet;
-pub use local_table::{LocalTable, NonFinitePolicy};
+pub use local_table::{LocalTable, NonFinitePolicy, Slot};
 pub use runtime::Backend;
 pub use segments::Segments;
 pub use rowshard_table::{

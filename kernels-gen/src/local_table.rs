@@ -2,10 +2,49 @@
 
 use cubecl::bytes::Bytes;
 use cubecl::prelude::*;
+use cubecl::server::Handle;
 
 use crate::element::runtime_error;
 use crate::kernel_set::{DeviceStep, KernelSet, TableBuffers};
 use crate::{DType, HyperParams, KernelError, Segments, StateShape, TableConfig};
+
+/// One of a table's device buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot<'a> {
+    /// The weights.
+    Weights,
+    /// The optimizer state of that name.
+    State(&'a str),
+}
+
+/// The fields of [`TableBuffers`].
+#[derive(Clone, Copy)]
+enum Buffer {
+    Weights,
+    StateA,
+    StateB,
+    RowState,
+}
+
+impl Buffer {
+    fn of(self, b: &TableBuffers) -> &Handle {
+        match self {
+            Buffer::Weights => &b.weights,
+            Buffer::StateA => &b.state_a,
+            Buffer::StateB => &b.state_b,
+            Buffer::RowState => &b.row_state,
+        }
+    }
+
+    fn of_mut(self, b: &mut TableBuffers) -> &mut Handle {
+        match self {
+            Buffer::Weights => &mut b.weights,
+            Buffer::StateA => &mut b.state_a,
+            Buffer::StateB => &mut b.state_b,
+            Buffer::RowState => &mut b.row_state,
+        }
+    }
+}
 
 /// What to do with a non-finite gradient.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -254,12 +293,8 @@ impl LocalTable {
 
     /// Every weight, `rows × dim`.
     pub fn weights(&self) -> Result<Vec<f32>, KernelError> {
-        let bytes = self
-            .kernels
-            .client()
-            .read_one(self.buffers().weights.clone())
-            .map_err(runtime_error)?;
-        Ok(self.config().weight_dtype.decode(&bytes))
+        let (bytes, dtype, _) = self.read_slot(Slot::Weights)?;
+        Ok(dtype.decode(&bytes))
     }
 
     /// The names of the optimizer's state slots, in table order.
@@ -276,36 +311,74 @@ impl LocalTable {
     /// The optimizer state `name`: `rows × dim` values for a per-element slot, `rows` for a
     /// per-row slot.
     pub fn state(&self, name: &str) -> Result<Vec<f32>, KernelError> {
+        let (bytes, dtype, _) = self.read_slot(Slot::State(name))?;
+        Ok(dtype.decode(&bytes))
+    }
+
+    /// Which buffer holds `slot`, its storage dtype and values per row.
+    fn slot(&self, slot: Slot) -> Result<(Buffer, DType, usize), KernelError> {
         let spec = self.config().optimizer.spec();
+        let name = match slot {
+            Slot::Weights => return Ok((Buffer::Weights, self.config().weight_dtype, self.dim())),
+            Slot::State(name) => name,
+        };
         let unknown = || KernelError::UnknownState {
             optimizer: spec.optimizer,
             name: name.to_string(),
             expected: self.state_names().join(", "),
         };
-        let slot = spec
-            .states
-            .iter()
-            .find(|s| s.name == name)
-            .ok_or_else(unknown)?;
-        let client = self.kernels.client();
-        let (handle, dtype, len) = match slot.shape {
-            StateShape::PerRow => (&self.buffers().row_state, DType::F32, self.rows),
+        let state = spec.states.iter().find(|s| s.name == name).ok_or_else(unknown)?;
+        Ok(match state.shape {
+            StateShape::PerRow => (Buffer::RowState, DType::F32, 1),
             StateShape::PerElement => {
                 let k = spec
                     .element_states()
                     .position(|s| s.name == name)
                     .ok_or_else(unknown)?;
-                let handle = if k == 0 {
-                    &self.buffers().state_a
-                } else {
-                    &self.buffers().state_b
-                };
-                (handle, self.config().state_dtype, self.rows * self.dim())
+                let buffer = if k == 0 { Buffer::StateA } else { Buffer::StateB };
+                (buffer, self.config().state_dtype, self.dim())
             }
-        };
-        let mut values = dtype.decode(&client.read_one(handle.clone()).map_err(runtime_error)?);
-        values.truncate(len);
-        Ok(values)
+        })
+    }
+
+    /// Buffer `slot` in its storage dtype's little-endian bytes (`rows × width` values), with
+    /// that dtype and the width: what checkpoints store, bit for bit.
+    pub fn read_slot(&self, slot: Slot) -> Result<(Vec<u8>, DType, usize), KernelError> {
+        let (buffer, dtype, width) = self.slot(slot)?;
+        let handle = buffer.of(self.buffers()).clone();
+        let mut bytes = self
+            .kernels
+            .client()
+            .read_one(handle)
+            .map_err(runtime_error)?
+            .to_vec();
+        bytes.truncate(self.rows * width * dtype.size());
+        Ok((bytes, dtype, width))
+    }
+
+    /// Overwrites buffer `slot` with `bytes` as [`LocalTable::read_slot`] returns them. A wrong
+    /// length is refused and changes nothing.
+    pub fn write_slot(&mut self, slot: Slot, bytes: &[u8]) -> Result<(), KernelError> {
+        let (buffer, dtype, width) = self.slot(slot)?;
+        let expected = self.rows * width * dtype.size();
+        if bytes.len() != expected {
+            return Err(KernelError::ShapeMismatch {
+                what: "restored buffer (bytes)",
+                expected,
+                got: bytes.len(),
+            });
+        }
+        if self.rows == 0 {
+            return Ok(());
+        }
+        let handle = self
+            .kernels
+            .client()
+            .create(Bytes::from_bytes_vec(bytes.to_vec()));
+        let buffers = self.buffers.as_mut().expect("buffers live until drop");
+        let target = buffer.of_mut(buffers);
+        *target = handle;
+        Ok(())
     }
 }
 

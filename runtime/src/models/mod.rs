@@ -29,14 +29,14 @@ pub trait ModelVisitor {
 /// The shipped models' names, as the CLI takes them.
 pub const NAMES: &[&str] = &["distmult", "complex", "transe", "transe-l2", "rotate", "qmult"];
 
-/// Calls `visitor` with the shipped model called `name` (case-insensitive); `None` for an unknown
-/// name.
+/// Calls `visitor` with the shipped model called `name` — a CLI name or the struct's name, in
+/// any case — or returns `None` for an unknown name.
 pub fn visit<V: ModelVisitor>(name: &str, visitor: V) -> Option<V::Output> {
-    Some(match name.to_ascii_lowercase().as_str() {
+    Some(match name.to_ascii_lowercase().replace('-', "").as_str() {
         "distmult" => visitor.visit::<DistMult>(),
         "complex" => visitor.visit::<ComplEx>(),
         "transe" => visitor.visit::<TransE>(),
-        "transe-l2" => visitor.visit::<TransEL2>(),
+        "transel2" => visitor.visit::<TransEL2>(),
         "rotate" => visitor.visit::<RotatE>(),
         "qmult" => visitor.visit::<QMult>(),
         _ => return None,

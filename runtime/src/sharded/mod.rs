@@ -120,6 +120,11 @@ impl<'c> ShardedTable<'c> {
         &self.shard
     }
 
+    /// This rank's shard, to restore it from a checkpoint: keep every rank's step count equal.
+    pub fn shard_mut(&mut self) -> &mut LocalTable {
+        &mut self.shard
+    }
+
     /// The configuration.
     pub fn config(&self) -> &TableConfig {
         self.shard.config()
