@@ -1,12 +1,15 @@
 //! Snapshot tests of the generated kernel source, compiled without any device: CUDA C++ for every
 //! (optimizer × weight dtype) of the table and WGSL where the dtype allows, plus the gather kernel
-//! per dtype. Entry-point hashes are redacted. The set of snapshot files must equal the set the
+//! per dtype, and the kernels `#[scoring]` generates for DistMult and ComplEx. Entry-point hashes
+//! are redacted. The set of snapshot files must equal the set the
 //! table implies, so a new table row without a snapshot fails here.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
 use rowshard_kernels::source::{Language, apply_source, gather_source};
+use rowshard::model::{ScoreKernel, ScoringFunction, kernel_source};
+use rowshard::models::{ComplEx, DistMult};
 use rowshard_kernels::{DType, TABLE, TableConfig};
 
 const LANGUAGES: [Language; 2] = [Language::CudaCpp, Language::Wgsl];
@@ -33,6 +36,28 @@ fn expected_kernels() -> Vec<(String, String)> {
                 format!("gather_{}_{}", dtype.name(), language.name()),
                 source,
             ));
+        }
+    }
+    out.extend(model_kernels::<DistMult>("distmult"));
+    out.extend(model_kernels::<ComplEx>("complex"));
+    out
+}
+
+/// The kernels `#[scoring]` generated for a shipped model: forward, backward and query, with
+/// rows stored as f32 and bf16.
+fn model_kernels<S: ScoringFunction>(name: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for kernel in ScoreKernel::ALL {
+        for dtype in [DType::F32, DType::BF16] {
+            for language in LANGUAGES.into_iter().filter(|l| l.supports(dtype)) {
+                let source = kernel_source::<S>(kernel, dtype, language)
+                    .expect("model kernel source")
+                    .expect("linear in the tail: has a query");
+                out.push((
+                    format!("model_{name}_{}_{}_{}", kernel.name(), dtype.name(), language.name()),
+                    source,
+                ));
+            }
         }
     }
     out

@@ -154,6 +154,19 @@ pub fn gather_source(dtype: DType, language: Language) -> Result<String, KernelE
     })
 }
 
+/// The names kernel entry points start with: rowshard's kernels and those `#[scoring]`
+/// generates.
+const ENTRY_POINTS: &[&str] = &[
+    "gather_rows",
+    "fused_apply",
+    "dense_scores",
+    "dense_table_grad",
+    "dense_query_grad",
+    "forward",
+    "backward",
+    "query",
+];
+
 /// Replaces the 8-hex-digit hash suffix of every kernel entry-point name with `HASH`.
 pub fn redact_hashes(source: &str) -> String {
     let mut out = String::with_capacity(source.len());
@@ -168,9 +181,8 @@ pub fn redact_hashes(source: &str) -> String {
             && bytes
                 .get(i + 9)
                 .is_none_or(|c| !(c.is_ascii_alphanumeric() || *c == b'_'))
-            && (source[..i].ends_with(|c: char| c.is_ascii_alphanumeric()))
-            && (source[..i].contains("gather_rows") || source[..i].contains("fused_apply"));
-        if is_suffix && entry_point_name(&source[..i]) {
+            && entry_point_name(&source[..i]);
+        if is_suffix {
             out.push_str("_HASH");
             i += 9;
         } else {
@@ -188,5 +200,5 @@ fn entry_point_name(before: &str) -> bool {
         .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .map_or(0, |p| p + 1);
     let ident = &before[start..];
-    ident.starts_with("gather_rows") || ident.starts_with("fused_apply")
+    ENTRY_POINTS.iter().any(|e| ident.starts_with(e))
 }

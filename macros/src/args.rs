@@ -315,7 +315,7 @@ pub fn check_model_args(args: &Args, attr_span: Span, cx: &mut Ctxt) -> Option<M
                 cx.error_spanned(
                     &dtype_site,
                     format!(
-                        "the {} runtime cannot store {wanted} {what} ({}); pick one of: {}, \
+                        "the {} runtime ({}) cannot store {wanted} {what}; pick one of: {}, \
                          or leave `{}` out of `runtime`",
                         spec.name,
                         spec.doc,
@@ -703,7 +703,7 @@ mod tests {
     #[test]
     fn dtypes_are_checked_against_the_runtimes_and_the_optimizer() {
         let e = check(quote::quote!(dim = 32, dtype = bf16, runtime = [cpu, wgpu])).unwrap_err();
-        assert!(e.contains("the wgpu runtime cannot store bf16 weights"), "{e}");
+        assert!(e.contains("the wgpu runtime") && e.contains("cannot store bf16 weights"), "{e}");
         assert!(e.contains("pick one of: f32, f16"), "{e}");
         let e = check(quote::quote!(dim = 32, stochastic_rounding)).unwrap_err();
         assert!(e.contains("stochastic rounding"), "{e}");

@@ -30,6 +30,11 @@ impl Ctxt {
         }
     }
 
+    /// Whether any error was recorded.
+    pub fn has_errors(&self) -> bool {
+        self.errors.is_some()
+    }
+
     /// `Ok` when nothing went wrong, else every error combined.
     pub fn check(self) -> syn::Result<()> {
         match self.errors {

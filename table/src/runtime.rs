@@ -19,12 +19,12 @@ pub static RUNTIMES: &[RuntimeSpec] = &[
     RuntimeSpec {
         name: "cpu",
         weight_dtypes: &DType::ALL,
-        doc: "CubeCL's LLVM JIT on the host: the default",
+        doc: "CubeCL's LLVM JIT on the host; the default",
     },
     RuntimeSpec {
         name: "wgpu",
         weight_dtypes: &[DType::F32, DType::F16],
-        doc: "Vulkan through wgpu (Mesa lavapipe without a GPU); WGSL has no bf16",
+        doc: "Vulkan through wgpu, Mesa lavapipe without a GPU; WGSL has no bf16",
     },
     RuntimeSpec {
         name: "cuda",

@@ -84,6 +84,18 @@ fn host_row(input: Input) -> TokenStream {
     }
 }
 
+/// The index of element `e` of `segment` in a row starting at `at` (cube: in vectors, `sv` per
+/// segment; host: in elements from 0, `seg_len` per segment).
+fn offset(target: Target, at: TokenStream, segment: u32) -> TokenStream {
+    let s = Literal::usize_unsuffixed(segment as usize);
+    match (target, segment) {
+        (Target::Cube, 0) => quote!(#at + e),
+        (Target::Cube, _) => quote!(#at + sv * #s + e),
+        (Target::Host, 0) => quote!(e),
+        (Target::Host, _) => quote!(#s * seg_len + e),
+    }
+}
+
 /// The output buffer and its row start for a row output of `input`.
 pub fn out_row(input: Input) -> (TokenStream, TokenStream) {
     match input {
@@ -283,12 +295,12 @@ impl<'g> Emitter<'g> {
             Op::Load(input, segment) => {
                 if cube {
                     let (at, buffer) = base(*input);
-                    let s = Literal::usize_unsuffixed(*segment as usize);
-                    quote!(Vector::<f32, N>::cast_from(#buffer[#at + sv * #s + e]))
+                    let index = offset(self.target, at, *segment);
+                    quote!(Vector::<f32, N>::cast_from(#buffer[#index]))
                 } else {
                     let row = host_row(*input);
-                    let s = Literal::usize_unsuffixed(*segment as usize);
-                    quote!(#row[#s * seg_len + e])
+                    let index = offset(self.target, TokenStream::new(), *segment);
+                    quote!(#row[#index])
                 }
             }
             Op::Add(..) => {
@@ -438,12 +450,12 @@ pub fn body(
                     Target::Host => quote!(0.0f64),
                 },
             };
-            let s = Literal::usize_unsuffixed(segment as usize);
             let (buffer, at) = out_row(input);
-            writes.extend(match target {
-                Target::Cube => quote!(#buffer[#at + sv * #s + e] = #value;),
-                Target::Host => quote!(#buffer[#s * seg_len + e] = #value;),
-            });
+            let index = match target {
+                Target::Cube => offset(target, at, segment),
+                Target::Host => offset(target, TokenStream::new(), segment),
+            };
+            writes.extend(quote!(#buffer[#index] = #value;));
         }
         em.element_loop(&lanes, writes);
     }

@@ -30,6 +30,10 @@ pub struct Compiled {
 /// entity dim.
 pub fn compile(function: &syn::ImplItemFn, relation: Frac, cx: &mut Ctxt) -> Option<Compiled> {
     let parsed = parse::parse_score_fn(function, cx)?;
+    if cx.has_errors() {
+        // Syntax errors first: names bound by a refused `let` would only cascade.
+        return None;
+    }
     let mut lowered = lower::lower(&parsed, relation, cx)?;
     let upstream = lowered.graph.upstream();
     let backward = grad::gradient(&mut lowered.graph, lowered.score, upstream);

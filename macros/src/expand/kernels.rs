@@ -36,20 +36,30 @@ fn all_segments(c: &Compiled) -> Vec<(Input, u32)> {
     out
 }
 
+/// A row's length in vectors: `sv` times its segments.
+fn row_vectors(segments: u32) -> TokenStream {
+    if segments == 1 {
+        quote!(sv)
+    } else {
+        let n = Literal::usize_unsuffixed(segments as usize);
+        quote!((sv * #n))
+    }
+}
+
 /// The row starts a kernel body reads: only those of the rows `roots` load from.
 fn bases(c: &Compiled, roots: &[usize]) -> TokenStream {
     let graph = &c.lowered.graph;
-    let segs = Literal::usize_unsuffixed(c.lowered.segments as usize);
-    let rsegs = Literal::usize_unsuffixed(c.lowered.relation_segments as usize);
+    let ent = row_vectors(c.lowered.segments);
+    let rel = row_vectors(c.lowered.relation_segments);
     let mut out = TokenStream::new();
     if graph.reads(roots, Input::Head) {
-        out.extend(quote!(let h_at = hi[k] as usize * (sv * #segs);));
+        out.extend(quote!(let h_at = hi[k] as usize * #ent;));
     }
     if graph.reads(roots, Input::Relation) {
-        out.extend(quote!(let r_at = ri[k] as usize * (sv * #rsegs);));
+        out.extend(quote!(let r_at = ri[k] as usize * #rel;));
     }
     if graph.reads(roots, Input::Tail) {
-        out.extend(quote!(let t_at = ti[k] as usize * (sv * #segs);));
+        out.extend(quote!(let t_at = ti[k] as usize * #ent;));
     }
     out
 }
@@ -58,8 +68,8 @@ fn bases(c: &Compiled, roots: &[usize]) -> TokenStream {
 pub fn kernel_module(c: &Compiled, module: &syn::Ident) -> TokenStream {
     let p = paths::private();
     let graph = &c.lowered.graph;
-    let segs = Literal::usize_unsuffixed(c.lowered.segments as usize);
-    let rsegs = Literal::usize_unsuffixed(c.lowered.relation_segments as usize);
+    let segs = row_vectors(c.lowered.segments);
+    let rsegs = row_vectors(c.lowered.relation_segments);
 
     let forward_body = body(graph, Target::Cube, &[c.lowered.score], &Default::default(), &[]);
     let forward_code = forward_body.code;
@@ -98,7 +108,7 @@ pub fn kernel_module(c: &Compiled, module: &syn::Ident) -> TokenStream {
                 let sv = seg_vectors as usize;
                 for k in first..last {
                     #query_bases
-                    let dt_at = k * (sv * #segs);
+                    let dt_at = k * #segs;
                     #code
                 }
             }
@@ -158,9 +168,9 @@ pub fn kernel_module(c: &Compiled, module: &syn::Ident) -> TokenStream {
                 let sv = seg_vectors as usize;
                 for k in first..last {
                     #backward_bases
-                    let dh_at = k * (sv * #segs);
-                    let dr_at = k * (sv * #rsegs);
-                    let dt_at = k * (sv * #segs);
+                    let dh_at = k * #segs;
+                    let dr_at = k * #rsegs;
+                    let dt_at = k * #segs;
                     #backward_code
                 }
             }

@@ -164,7 +164,6 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let segments = compiled.lowered.segments as usize;
     let (num, den) = (args.relation.num as usize, args.relation.den as usize);
     let name_text = name.to_string();
-    let source = score.block.to_token_stream().to_string();
     let (linear, launch) = match &compiled.not_linear {
         None => (
             quote!(::core::result::Result::Ok(())),
@@ -186,7 +185,6 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
 
         impl #p::ScoringFunction for #self_ty {
             const NAME: &'static str = #name_text;
-            const SOURCE: &'static str = #source;
             const SEGMENTS: usize = #segments;
             const RELATION_WIDTH: (usize, usize) = (#num, #den);
             const TAIL_LINEAR: ::core::result::Result<(), &'static str> = #linear;

@@ -91,8 +91,6 @@ pub struct DefineContext {
 pub trait ScoringFunction: 'static {
     /// The model struct's name.
     const NAME: &'static str;
-    /// The scoring function's body as written.
-    const SOURCE: &'static str;
     /// Segments a row is cut into (2 for halves, 4 for quarters): `dim` must be a multiple.
     const SEGMENTS: usize;
     /// Relation rows are `dim · num / den` long.
