@@ -140,6 +140,7 @@ pub struct RankFigures {
     pub rss_gib: f64,
 }
 
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 impl RankFigures {
     fn encode(&self) -> [u64; 7] {
         let ns = |d: Duration| d.as_nanos() as u64;
@@ -221,6 +222,7 @@ pub fn run_rank(
 }
 
 /// Runs one case on the ranks of `comm` (an MPI job, say); rank 0 gets the result.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub fn run_case_on(
     comm: &dyn Communicator,
     workload: &Workload,

@@ -1,0 +1,129 @@
+//! The `rowshard` command: a short training run writes its metrics as JSON; bad input of every
+//! kind is one line naming the problem, a non-zero exit, and nothing written over.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn rowshard(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rowshard"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output()
+        .expect("runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rowshard-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs `args`, expects failure with a one-line error containing `expected`.
+fn refused(args: &[&str], expected: &str) {
+    let (ok, _, stderr) = rowshard(args);
+    assert!(!ok, "{args:?} succeeded");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("rowshard:")).collect();
+    assert_eq!(errors.len(), 1, "{args:?}: {stderr}");
+    assert!(errors[0].contains(expected), "{args:?}: {}", errors[0]);
+}
+
+#[test]
+fn a_short_run_trains_checkpoints_and_writes_its_metrics() {
+    let dir = temp("run");
+    let json = dir.join("metrics.json");
+    let ck = dir.join("ck");
+    let (ok, _, stderr) = rowshard(&[
+        "train",
+        "--epochs",
+        "3",
+        "--eval-every",
+        "2",
+        "--metrics-json",
+        json.to_str().unwrap(),
+        "--checkpoint-dir",
+        ck.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("DistMult") && stderr.contains("2 ranks"), "{stderr}");
+    let metrics: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    for split in ["valid", "test"] {
+        for key in ["mrr", "hits@1", "hits@3", "hits@10"] {
+            let v = metrics[split][key].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&v), "{split} {key} = {v}");
+        }
+    }
+    assert!(ck.join("epoch-000002/manifest.json").is_file());
+    assert!(ck.join("epoch-000003/manifest.json").is_file());
+
+    // Resuming under another rank count, and refusing a checkpoint of another shape.
+    let (ok, _, stderr) = rowshard(&[
+        "train", "--epochs", "4", "--ranks", "1", "--resume", ck.to_str().unwrap(),
+    ]);
+    assert!(ok && stderr.contains("after epoch 3"), "{stderr}");
+    refused(
+        &["train", "--epochs", "4", "--dim", "16", "--resume", ck.to_str().unwrap()],
+        "the checkpoint's dim is 32, the model's is 16",
+    );
+    refused(
+        &["train", "--model", "complex", "--resume", ck.to_str().unwrap()],
+        "the checkpoint's model is DistMult, the model's is ComplEx",
+    );
+    // A checkpoint folder is never written over.
+    let manifest = std::fs::read(ck.join("epoch-000003/manifest.json")).unwrap();
+    refused(
+        &["train", "--epochs", "3", "--checkpoint-dir", ck.to_str().unwrap()],
+        "already holds a checkpoint",
+    );
+    assert_eq!(manifest, std::fs::read(ck.join("epoch-000003/manifest.json")).unwrap());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn bad_input_is_one_line_and_a_non_zero_exit() {
+    let dir = temp("bad");
+    refused(
+        &["train", "--dataset", dir.join("nowhere").to_str().unwrap()],
+        "does not exist",
+    );
+    refused(&["train", "--model", "holE"], "unknown model `holE`; expected one of: distmult");
+    refused(
+        &["train", "--optimizer", "lamb"],
+        "unknown optimizer `lamb`; expected one of: sgd, adam",
+    );
+    refused(
+        &["train", "--optimizer", "sgd", "--beta1", "0.5"],
+        "sgd has no hyper-parameter `beta1`; expected one of: weight_decay",
+    );
+    refused(&["train", "--beta2", "1.5"], "beta2 = 1.5 is outside its valid range [0, 1)");
+    refused(
+        &["train", "--model", "transe", "--mode", "kvsall"],
+        "transe cannot train with KvsAll",
+    );
+    refused(&["train", "--model", "complex", "--dim", "31"], "multiple of 2");
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("train.txt"), "a\tr\tb\nb r c\n").unwrap();
+    std::fs::write(data.join("valid.txt"), "").unwrap();
+    std::fs::write(data.join("test.txt"), "").unwrap();
+    let json = dir.join("metrics.json");
+    std::fs::write(&json, "kept").unwrap();
+    refused(
+        &[
+            "train",
+            "--dataset",
+            data.to_str().unwrap(),
+            "--metrics-json",
+            json.to_str().unwrap(),
+        ],
+        "train.txt:2: expected head<TAB>relation<TAB>tail",
+    );
+    assert_eq!(std::fs::read_to_string(&json).unwrap(), "kept");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
