@@ -30,7 +30,8 @@ pub enum Command {
     },
     /// The standard sharded workload: lookup + fused Adam on 1, 2 and 4 ranks.
     Bench(BenchArgs),
-    /// The gather and fused-Adam kernels alone on one device, against the copy bandwidth.
+    /// The gather and fused-Adam kernels alone on one device, against the copy bandwidth; and
+    /// DistMult's generated forward + backward kernels against plain Rust.
     BenchKernels {
         /// Sizes, dtypes and runtime.
         #[command(flatten)]
@@ -61,9 +62,27 @@ pub struct WorkloadArgs {
     dtypes: Vec<DType>,
 }
 
+/// Which benchmark `rowshard bench` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Suite {
+    /// The standard sharded-table workload (DESIGN.md).
+    Table,
+    /// Training throughput: UMLS and a synthetic graph of `--synthetic-entities` entities.
+    Training,
+}
+
 /// Arguments of `rowshard bench`.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
+    /// What to measure.
+    #[arg(long, value_enum, default_value_t = Suite::Table)]
+    suite: Suite,
+    /// Entities of the synthetic graph (training suite).
+    #[arg(long, default_value_t = 1_000_000)]
+    synthetic_entities: usize,
+    /// Training triples of the synthetic graph (training suite).
+    #[arg(long, default_value_t = 2_000_000)]
+    synthetic_triples: usize,
     /// Sizes, dtypes and runtime.
     #[command(flatten)]
     workload: WorkloadArgs,
@@ -136,6 +155,8 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             let figures = bench.run()?;
             let copy = bandwidth::measure(256 << 20);
             crate::bench::kernels::print(&bench, &figures, &copy);
+            let scoring = crate::bench::scoring::distmult(w.backend, w.dim, w.batch, repeats)?;
+            crate::bench::scoring::print(w.dim, w.batch, &scoring);
         }
     }
     Ok(())
@@ -161,6 +182,9 @@ fn cases(args: &BenchArgs, worlds: &[usize]) -> Vec<sharded::Case> {
 }
 
 fn bench(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if args.suite == Suite::Training {
+        return bench_training(&args);
+    }
     let w = &args.workload;
     let workload = sharded::Workload {
         backend: w.backend,
@@ -209,5 +233,31 @@ fn bench(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             .into());
         }
     }
+    Ok(())
+}
+
+fn bench_training(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
+    use crate::bench::training::{TrainCase, print, run, synthetic};
+    use rowshard::train::Mode;
+    let umls = rowshard::data::Dataset::load(concat!(env!("CARGO_MANIFEST_DIR"), "/../datasets/umls"))?;
+    let big = synthetic(args.synthetic_entities, 100, args.synthetic_triples, 7);
+    let label = format!("synthetic {}M", args.synthetic_entities as f64 / 1e6);
+    let steps = args.steps;
+    let mut figures = Vec::new();
+    let mut cases: Vec<(&rowshard::data::Dataset, TrainCase)> = Vec::new();
+    for &ranks in &args.ranks {
+        for mode in [Mode::KvsAll, Mode::NegSample { neg_ratio: 4 }] {
+            cases.push((&umls, TrainCase { data: "UMLS".into(), mode, dim: 32, batch: 1024, ranks, steps: steps * 3 }));
+        }
+    }
+    for &ranks in &args.ranks {
+        cases.push((&big, TrainCase { data: label.clone(), mode: Mode::NegSample { neg_ratio: 4 }, dim: 128, batch: 1024, ranks, steps }));
+        cases.push((&big, TrainCase { data: label.clone(), mode: Mode::KvsAll, dim: 128, batch: 128, ranks, steps: steps.min(3) }));
+    }
+    for (data, case) in &cases {
+        figures.push(run(args.workload.backend, data, case)?);
+        eprintln!("  measured {} {:?} on {} ranks", case.data, case.mode, case.ranks);
+    }
+    print(args.workload.backend, &figures);
     Ok(())
 }

@@ -2,5 +2,7 @@
 
 pub mod bandwidth;
 pub mod kernels;
+pub mod scoring;
 pub mod sharded;
 pub mod stats;
+pub mod training;

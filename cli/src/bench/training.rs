@@ -1,0 +1,180 @@
+//! Training throughput: steady-state steps of a sharded model on a knowledge graph — the shipped
+//! UMLS, and a synthetic graph of a million entities — over thread ranks. Reported as training
+//! triples per second (KvsAll: the true triples its queries' labels cover; negative sampling: the
+//! true triples, each with its corruptions).
+
+use std::time::{Duration, Instant};
+
+use rowshard::comm::{Communicator, threads};
+use rowshard::data::Dataset;
+use rowshard::error::ShardError;
+use rowshard::init::SplitMix64;
+use rowshard::model::{ModelDefaults, ModelSpec, ScoringFunction};
+use rowshard::models::DistMult;
+use rowshard::train::Mode;
+use rowshard::train::batches::{KvsAllSet, NegativeBatch, batches, share, shuffled};
+use rowshard::{IdLists, ShardedModel, TrainBatch};
+use rowshard_kernels::Backend;
+
+/// One measured configuration.
+#[derive(Clone, Debug)]
+pub struct TrainCase {
+    /// Data set label.
+    pub data: String,
+    /// KvsAll or negative sampling.
+    pub mode: Mode,
+    /// Entity row length.
+    pub dim: usize,
+    /// Global batch (queries or true triples).
+    pub batch: usize,
+    /// Thread ranks.
+    pub ranks: usize,
+    /// Timed steps (after one warm-up step).
+    pub steps: usize,
+}
+
+/// What a case measured.
+#[derive(Clone, Debug)]
+pub struct TrainFigure {
+    /// The case.
+    pub case: TrainCase,
+    /// Median step time.
+    pub step: Duration,
+    /// Mean true triples per step.
+    pub triples_per_step: f64,
+    /// Resident memory at the end, GiB.
+    pub rss_gib: f64,
+}
+
+/// A random graph of `entities` entities and `relations` relations with `triples` training
+/// triples; every entity occurs (the first heads are a permutation), as
+/// `benches/peers/make_synthetic_kg.py` makes for dicee.
+pub fn synthetic(entities: usize, relations: usize, triples: usize, seed: u64) -> Dataset {
+    let mut rng = SplitMix64::new(seed);
+    let order = shuffled(entities, seed, 0);
+    let train = (0..triples)
+        .map(|i| {
+            let head = if i < entities {
+                order[i]
+            } else {
+                (rng.next_u64() % entities as u64) as u32
+            };
+            let relation = (rng.next_u64() % relations as u64) as u32;
+            let tail = (rng.next_u64() % entities as u64) as u32;
+            [head, relation, tail]
+        })
+        .collect();
+    Dataset {
+        folder: "synthetic".into(),
+        entities: (0..entities).map(|i| format!("e{i}")).collect(),
+        relations: (0..relations).map(|r| format!("r{r}")).collect(),
+        train,
+        valid: Vec::new(),
+        test: Vec::new(),
+        unseen: Default::default(),
+    }
+}
+
+/// Runs `case` with DistMult on `data`.
+pub fn run(backend: Backend, data: &Dataset, case: &TrainCase) -> Result<TrainFigure, ShardError> {
+    run_model::<DistMult>(backend, data, case)
+}
+
+fn run_model<S: ScoringFunction + ModelDefaults>(
+    backend: Backend,
+    data: &Dataset,
+    case: &TrainCase,
+) -> Result<TrainFigure, ShardError> {
+    let mut spec = ModelSpec::of::<S>(data.entities.len(), case.mode.model_relations(data));
+    spec.settings.dim = case.dim;
+    let kvsall = (case.mode == Mode::KvsAll)
+        .then(|| KvsAllSet::new(&data.train, data.relations.len() as u32));
+    let examples = kvsall.as_ref().map_or(data.train.len(), |s| s.len());
+    let order = shuffled(examples, 1, 0);
+    let global: Vec<_> = batches(order.len(), case.batch)
+        .take(case.steps + 1)
+        .collect();
+    let results = threads::run(case.ranks, |comm| -> Result<_, ShardError> {
+        let client = backend.client()?;
+        let mut model = ShardedModel::<S>::new(comm, &client, &spec)?;
+        let (rank, world) = (comm.rank(), comm.world());
+        let mut times = Vec::new();
+        let mut triples = 0usize;
+        for (step, range) in global.iter().cycle().take(case.steps + 1).enumerate() {
+            let batch = &order[range.clone()];
+            let mine = &batch[share(batch.len(), rank, world)];
+            let start = Instant::now();
+            match (&kvsall, case.mode) {
+                (Some(set), _) => {
+                    let heads: Vec<u32> = mine.iter().map(|&i| set.heads[i as usize]).collect();
+                    let rels: Vec<u32> = mine.iter().map(|&i| set.relations[i as usize]).collect();
+                    let lists: Vec<&[u32]> = mine.iter().map(|&i| set.labels.get(i as usize)).collect();
+                    if step > 0 {
+                        triples += batch.iter().map(|&i| set.labels.get(i as usize).len()).sum::<usize>();
+                    }
+                    model.train_step(&TrainBatch::KvsAll {
+                        heads: &heads,
+                        relations: &rels,
+                        labels: &IdLists::from_lists(&lists),
+                        smoothing: 0.0,
+                    })?;
+                }
+                (None, Mode::NegSample { neg_ratio }) => {
+                    let b = NegativeBatch::new(data, mine, neg_ratio, 0.0, 1, 0);
+                    if step > 0 {
+                        triples += batch.len();
+                    }
+                    model.train_step(&TrainBatch::Triples {
+                        heads: &b.heads,
+                        relations: &b.relations,
+                        tails: &b.tails,
+                        targets: &b.targets,
+                    })?;
+                }
+                (None, Mode::KvsAll) => unreachable!(),
+            }
+            if step > 0 {
+                times.push(start.elapsed());
+            }
+        }
+        times.sort();
+        Ok((times[times.len() / 2], triples as f64 / case.steps as f64))
+    });
+    let (step, triples_per_step) = results.into_iter().next().expect("rank 0")?;
+    Ok(TrainFigure {
+        case: case.clone(),
+        step,
+        triples_per_step,
+        rss_gib: super::sharded::resident_gib(),
+    })
+}
+
+/// Prints the figures as a table.
+pub fn print(backend: Backend, figures: &[TrainFigure]) {
+    println!(
+        "training throughput: DistMult, Adam, {backend} runtime, thread ranks (median step, \
+         after one warm-up step)"
+    );
+    println!(
+        "{:<22} {:<14} {:>4} {:>6} {:>6} {:>10} {:>16} {:>9}",
+        "data", "mode", "dim", "batch", "ranks", "step ms", "triples/s", "RSS GiB"
+    );
+    for f in figures {
+        let c = &f.case;
+        let mode = match c.mode {
+            Mode::KvsAll => "kvsall".to_string(),
+            Mode::NegSample { neg_ratio } => format!("negsample({neg_ratio})"),
+        };
+        println!(
+            "{:<22} {:<14} {:>4} {:>6} {:>6} {:>10.2} {:>16.0} {:>9.2}",
+            c.data,
+            mode,
+            c.dim,
+            c.batch,
+            c.ranks,
+            f.step.as_secs_f64() * 1e3,
+            f.triples_per_step / f.step.as_secs_f64(),
+            f.rss_gib
+        );
+    }
+}
