@@ -34,7 +34,9 @@ fn temp(name: &str) -> PathBuf {
 /// the relation table, and both step counts.
 type Snapshot = (Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>, u64, u64);
 
-fn snapshot<S: ScoringFunction>(model: &ShardedModel<'_, S>) -> Result<Option<Snapshot>, ShardError> {
+fn snapshot<S: ScoringFunction>(
+    model: &ShardedModel<'_, S>,
+) -> Result<Option<Snapshot>, ShardError> {
     let e = model.entities().gather_to_root(0, 5)?;
     let m = model.entities().gather_state_to_root("m", 0, 5)?;
     let step = model.entities().gather_state_to_root("step", 0, 5)?;
@@ -57,8 +59,11 @@ fn trained(world: usize, spec: &ModelSpec, dir: Option<&Path>) -> Snapshot {
         let client = Backend::Cpu.client()?;
         let mut model = ShardedModel::<DistMult>::new(comm, &client, spec)?;
         for step in 0..2u32 {
-            let mine: Vec<u32> = (0..5).map(|i| (i * 7 + step + comm_rank(comm)) % 37).collect();
-            let labels = IdLists::from_lists(&mine.iter().map(|&h| vec![(h + 1) % 37]).collect::<Vec<_>>());
+            let mine: Vec<u32> = (0..5)
+                .map(|i| (i * 7 + step + comm_rank(comm)) % 37)
+                .collect();
+            let labels =
+                IdLists::from_lists(&mine.iter().map(|&h| vec![(h + 1) % 37]).collect::<Vec<_>>());
             model.train_step(&TrainBatch::KvsAll {
                 heads: &mine,
                 relations: &[0, 1, 2, 3, 1],
@@ -67,7 +72,8 @@ fn trained(world: usize, spec: &ModelSpec, dir: Option<&Path>) -> Snapshot {
             })?;
         }
         if let Some(dir) = dir {
-            checkpoint::save(&model, state(2), dir).map_err(|e| ShardError::Unsupported(e.to_string()))?;
+            checkpoint::save(&model, state(2), dir)
+                .map_err(|e| ShardError::Unsupported(e.to_string()))?;
         }
         snapshot(&model)
     });
@@ -132,7 +138,10 @@ fn a_checkpoint_restores_everything_under_other_rank_counts_and_partitions() {
         ] {
             let s = spec(8, dtype, scheme.clone());
             let restored = loaded::<DistMult>(world, &s, &dir).unwrap();
-            assert!(restored == saved, "{dtype}, {world} ranks, {scheme:?}: not bit for bit");
+            assert!(
+                restored == saved,
+                "{dtype}, {world} ranks, {scheme:?}: not bit for bit"
+            );
         }
         std::fs::remove_dir_all(dir).unwrap();
     }
@@ -152,7 +161,10 @@ fn torn_foreign_and_mismatched_checkpoints_are_refused_naming_the_file() {
     let bytes = std::fs::read(&shard).unwrap();
     std::fs::write(&shard, &bytes[..bytes.len() - 100]).unwrap();
     let e = loaded::<DistMult>(2, &even, &b).unwrap_err();
-    assert!(e.contains("entities.rank1-of-2.safetensors") && e.contains("truncated"), "{e}");
+    assert!(
+        e.contains("entities.rank1-of-2.safetensors") && e.contains("truncated"),
+        "{e}"
+    );
     std::fs::write(&shard, &bytes).unwrap();
     assert!(loaded::<DistMult>(2, &even, &b).is_ok());
 
@@ -163,22 +175,39 @@ fn torn_foreign_and_mismatched_checkpoints_are_refused_naming_the_file() {
     flipped[last] ^= 0x40;
     std::fs::write(&relations, &flipped).unwrap();
     let e = loaded::<DistMult>(1, &even, &b).unwrap_err();
-    assert!(e.contains("relations.safetensors") && e.contains("SHA-256"), "{e}");
+    assert!(
+        e.contains("relations.safetensors") && e.contains("SHA-256"),
+        "{e}"
+    );
 
     // The manifest of another checkpoint (same shapes, other run).
     std::fs::copy(a.join("manifest.json"), b.join("manifest.json")).unwrap();
-    std::fs::write(&relations, std::fs::read(a.join("relations.safetensors")).unwrap()).unwrap();
+    std::fs::write(
+        &relations,
+        std::fs::read(a.join("relations.safetensors")).unwrap(),
+    )
+    .unwrap();
     let e = loaded::<DistMult>(2, &even, &b).unwrap_err();
-    assert!(e.contains("entities.rank0-of-2.safetensors") && e.contains("another checkpoint"), "{e}");
+    assert!(
+        e.contains("entities.rank0-of-2.safetensors") && e.contains("another checkpoint"),
+        "{e}"
+    );
 
     // Another model, another dim, another data set.
-    let e = loaded::<ComplEx>(2, &{
-        let mut s = ModelSpec::of::<ComplEx>(ENTITIES, 4);
-        s.settings.dim = 8;
-        s
-    }, &a)
+    let e = loaded::<ComplEx>(
+        2,
+        &{
+            let mut s = ModelSpec::of::<ComplEx>(ENTITIES, 4);
+            s.settings.dim = 8;
+            s
+        },
+        &a,
+    )
     .unwrap_err();
-    assert!(e.contains("manifest.json") && e.contains("model is DistMult, the model's is ComplEx"), "{e}");
+    assert!(
+        e.contains("manifest.json") && e.contains("model is DistMult, the model's is ComplEx"),
+        "{e}"
+    );
     let e = loaded::<DistMult>(2, &spec(16, DType::F32, PartitionScheme::Even), &a).unwrap_err();
     assert!(e.contains("dim is 8, the model's is 16"), "{e}");
     let other_data = threads::run(1, |comm| -> Result<_, ShardError> {
@@ -186,7 +215,12 @@ fn torn_foreign_and_mismatched_checkpoints_are_refused_naming_the_file() {
         let mut model = ShardedModel::<DistMult>::new(comm, &client, &even)?;
         Ok(checkpoint::load(&mut model, &a, VOCABULARY + 1).map(|_| ()))
     });
-    let e = other_data[0].as_ref().unwrap().as_ref().unwrap_err().to_string();
+    let e = other_data[0]
+        .as_ref()
+        .unwrap()
+        .as_ref()
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("data set"), "{e}");
 
     // A checkpoint folder is never written over.
@@ -199,12 +233,18 @@ fn torn_foreign_and_mismatched_checkpoints_are_refused_naming_the_file() {
     for r in again {
         let e = r.unwrap().unwrap_err();
         assert!(
-            matches!(&e, CheckpointError::Exists(_) | CheckpointError::OnRank { .. }),
+            matches!(
+                &e,
+                CheckpointError::Exists(_) | CheckpointError::OnRank { .. }
+            ),
             "{e}"
         );
         assert!(e.to_string().contains("already holds a checkpoint"), "{e}");
     }
-    assert_eq!(before, std::fs::read(a.join("entities.rank0-of-2.safetensors")).unwrap());
+    assert_eq!(
+        before,
+        std::fs::read(a.join("entities.rank0-of-2.safetensors")).unwrap()
+    );
     let e = loaded::<DistMult>(1, &even, &temp("nothing")).unwrap_err();
     assert!(e.contains("no checkpoint here"), "{e}");
     std::fs::remove_dir_all(a.parent().unwrap()).unwrap();

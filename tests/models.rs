@@ -3,8 +3,8 @@
 //! query kernel of scores linear in the tail (`⟨q, t⟩` is the score), and the generated host
 //! functions. On the `cpu` runtime, several triples at once with rows shared between them.
 
-use rowshard::models::{ComplEx, DistMult, QMult, RotatE, TransE, TransEL2};
 use rowshard::model::{HostGradient, ScoreKernels, ScoringFunction, relation_dim};
+use rowshard::models::{ComplEx, DistMult, QMult, RotatE, TransE, TransEL2};
 use rowshard_kernels::{Backend, DType};
 use rowshard_tests::data::Rng;
 use rowshard_tests::scores::{self, Score, finite_differences};
@@ -42,20 +42,39 @@ fn check_model<S: ScoringFunction>(reference: Score) {
     let dh = kernels.read(dh, TRIPLES * DIM).unwrap();
     let dr = kernels.read(dr, TRIPLES * rdim).unwrap();
     let dt = kernels.read(dt, TRIPLES * DIM).unwrap();
-    let q = S::TAIL_LINEAR
-        .is_ok()
-        .then(|| kernels.read(kernels.query(&ent_dev, &rel_dev, &triples).unwrap(), TRIPLES * DIM).unwrap());
+    let q = S::TAIL_LINEAR.is_ok().then(|| {
+        kernels
+            .read(
+                kernels.query(&ent_dev, &rel_dev, &triples).unwrap(),
+                TRIPLES * DIM,
+            )
+            .unwrap()
+    });
     let row = |v: &[f32], i: u32, w: usize| -> Vec<f64> {
         v[i as usize * w..][..w].iter().map(|&x| x as f64).collect()
     };
     for k in 0..TRIPLES {
-        let (h, r, t) = (row(&ent, hi[k], DIM), row(&rel, ri[k], rdim), row(&ent, ti[k], DIM));
+        let (h, r, t) = (
+            row(&ent, hi[k], DIM),
+            row(&rel, ri[k], rdim),
+            row(&ent, ti[k], DIM),
+        );
         let name = format!("{} triple {k}", S::NAME);
         let want = reference(&h, &r, &t);
         close(&format!("{name} forward"), scores[k] as f64, want, 1e-5);
-        close(&format!("{name} host score"), S::score_host(&h, &r, &t), want, 1e-12);
+        close(
+            &format!("{name} host score"),
+            S::score_host(&h, &r, &t),
+            want,
+            1e-12,
+        );
         let fd = finite_differences(reference, &h, &r, &t);
-        let HostGradient { head, relation, tail, score } = S::gradient_host(&h, &r, &t);
+        let HostGradient {
+            head,
+            relation,
+            tail,
+            score,
+        } = S::gradient_host(&h, &r, &t);
         close(&format!("{name} host gradient's score"), score, want, 1e-12);
         let u = upstream[k] as f64;
         for (which, (kernel, host, fd, w)) in [
@@ -66,7 +85,12 @@ fn check_model<S: ScoringFunction>(reference: Score) {
             for i in 0..w {
                 let at = format!("{name} ∂/∂{which}[{i}]");
                 close(&format!("{at} host"), host[i], fd[i], 1e-6);
-                close(&format!("{at} kernel"), kernel[k * w + i] as f64, u * fd[i], 1e-4);
+                close(
+                    &format!("{at} kernel"),
+                    kernel[k * w + i] as f64,
+                    u * fd[i],
+                    1e-4,
+                );
             }
         }
         if let Some(q) = &q {
@@ -104,10 +128,27 @@ fn qmult_matches_its_formula_and_finite_differences() {
 
 #[test]
 fn only_scores_linear_in_the_tail_have_a_query() {
-    assert!(DistMult::TAIL_LINEAR.is_ok() && ComplEx::TAIL_LINEAR.is_ok() && QMult::TAIL_LINEAR.is_ok());
-    assert!(TransE::TAIL_LINEAR.unwrap_err().contains("`norm_l1` is not linear"));
-    assert!(TransEL2::TAIL_LINEAR.unwrap_err().contains("`norm_l2` is not linear"));
-    assert!(RotatE::TAIL_LINEAR.unwrap_err().contains("multiplies two expressions"));
+    assert!(
+        DistMult::TAIL_LINEAR.is_ok() && ComplEx::TAIL_LINEAR.is_ok() && QMult::TAIL_LINEAR.is_ok()
+    );
+    assert!(
+        TransE::TAIL_LINEAR
+            .unwrap_err()
+            .contains("`norm_l1` is not linear")
+    );
+    assert!(
+        TransEL2::TAIL_LINEAR
+            .unwrap_err()
+            .contains("`norm_l2` is not linear")
+    );
+    assert!(
+        RotatE::TAIL_LINEAR
+            .unwrap_err()
+            .contains("multiplies two expressions")
+    );
     assert_eq!(RotatE::RELATION_WIDTH, (1, 2));
-    assert_eq!((ComplEx::SEGMENTS, QMult::SEGMENTS, DistMult::SEGMENTS), (2, 4, 1));
+    assert_eq!(
+        (ComplEx::SEGMENTS, QMult::SEGMENTS, DistMult::SEGMENTS),
+        (2, 4, 1)
+    );
 }

@@ -28,7 +28,9 @@ pub fn complex(h: &[f64], r: &[f64], t: &[f64]) -> f64 {
 
 /// TransE with L1 distance and margin 6.
 pub fn transe(h: &[f64], r: &[f64], t: &[f64]) -> f64 {
-    6.0 - (0..h.len()).map(|i| (h[i] + r[i] - t[i]).abs()).sum::<f64>()
+    6.0 - (0..h.len())
+        .map(|i| (h[i] + r[i] - t[i]).abs())
+        .sum::<f64>()
 }
 
 /// TransE with L2 distance and margin 6.

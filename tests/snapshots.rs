@@ -7,9 +7,9 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use rowshard_kernels::source::{Language, apply_source, gather_source};
 use rowshard::model::{ScoreKernel, ScoringFunction, kernel_source};
 use rowshard::models::{ComplEx, DistMult};
+use rowshard_kernels::source::{Language, apply_source, gather_source};
 use rowshard_kernels::{DType, TABLE, TableConfig};
 
 const LANGUAGES: [Language; 2] = [Language::CudaCpp, Language::Wgsl];
@@ -54,7 +54,12 @@ fn model_kernels<S: ScoringFunction>(name: &str) -> Vec<(String, String)> {
                     .expect("model kernel source")
                     .expect("linear in the tail: has a query");
                 out.push((
-                    format!("model_{name}_{}_{}_{}", kernel.name(), dtype.name(), language.name()),
+                    format!(
+                        "model_{name}_{}_{}_{}",
+                        kernel.name(),
+                        dtype.name(),
+                        language.name()
+                    ),
                     source,
                 ));
             }

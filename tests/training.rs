@@ -22,7 +22,7 @@ const RELATIONS: usize = 3;
 const DIM: usize = 8;
 const LR: f64 = 0.5;
 
-fn sgd_spec<S: ScoringFunction>() -> ModelSpec {
+fn sgd_spec() -> ModelSpec {
     let mut settings = ModelSettings::new(DIM, DType::F32);
     settings.entity = OptimizerSettings::new(Optimizer::Sgd).with_lr(LR);
     settings.relation = OptimizerSettings::new(Optimizer::Sgd).with_lr(LR);
@@ -43,7 +43,7 @@ fn run_step<S: ScoringFunction>(
     world: usize,
     step: impl Fn(&mut ShardedModel<'_, S>, usize, usize) -> Result<(), ShardError> + Sync,
 ) -> Tables {
-    let spec = sgd_spec::<S>();
+    let spec = sgd_spec();
     let results = threads::run(world, |comm| -> Result<_, ShardError> {
         let client = Backend::Cpu.client()?;
         let mut model = ShardedModel::<S>::new(comm, &client, &spec)?;
@@ -138,8 +138,8 @@ fn check_triples_step<S: ScoringFunction>(reference: Score) {
 }
 
 fn check_kvsall_step<S: ScoringFunction>(reference: Score) {
-    let heads = vec![0, 4, 4, 13, 19];
-    let relations = vec![1, 0, 2, 2, 1];
+    let heads = [0, 4, 4, 13, 19];
+    let relations = [1, 0, 2, 2, 1];
     let labels = IdLists::from_lists(&[vec![2, 3], vec![5], vec![0, 19, 7], vec![], vec![19]]);
     let smoothing = 0.1f32;
     let n = heads.len();
@@ -198,11 +198,14 @@ fn a_kvsall_step_is_the_host_step_on_every_rank_count() {
 
 #[test]
 fn bad_input_on_one_rank_is_refused_everywhere_and_changes_nothing() {
-    let spec = sgd_spec::<DistMult>();
+    let spec = sgd_spec();
     let results = threads::run(2, |comm| -> Result<_, ShardError> {
         let client = Backend::Cpu.client()?;
         let mut model = ShardedModel::<DistMult>::new(comm, &client, &spec)?;
-        let before = (model.entities().gather_to_root(0, 64)?, model.relations().weights()?);
+        let before = (
+            model.entities().gather_to_root(0, 64)?,
+            model.relations().weights()?,
+        );
         let bad_relation = if comm.rank() == 1 { 7 } else { 0 };
         let refused = model.train_step(&TrainBatch::Triples {
             heads: &[1],
@@ -217,7 +220,10 @@ fn bad_input_on_one_rank_is_refused_everywhere_and_changes_nothing() {
             labels: &IdLists::from_lists(&[[2]]),
             smoothing: 0.0,
         });
-        let after = (model.entities().gather_to_root(0, 64)?, model.relations().weights()?);
+        let after = (
+            model.entities().gather_to_root(0, 64)?,
+            model.relations().weights()?,
+        );
         Ok((refused, refused_id, before == after))
     });
     for r in results {
@@ -246,7 +252,7 @@ fn bad_input_on_one_rank_is_refused_everywhere_and_changes_nothing() {
     }
     let transe = threads::run(1, |comm| -> Result<_, ShardError> {
         let client = Backend::Cpu.client()?;
-        let mut model = ShardedModel::<TransE>::new(comm, &client, &sgd_spec::<TransE>())?;
+        let mut model = ShardedModel::<TransE>::new(comm, &client, &sgd_spec())?;
         model
             .train_step(&TrainBatch::KvsAll {
                 heads: &[0],
@@ -278,7 +284,8 @@ fn umls_run(
         batch_size: 512,
         ..TrainConfig::default()
     };
-    let mut spec = ModelSpec::of::<DistMult>(data.entities.len(), Mode::KvsAll.model_relations(data));
+    let mut spec =
+        ModelSpec::of::<DistMult>(data.entities.len(), Mode::KvsAll.model_relations(data));
     spec.settings.dim = 16;
     spec.seed = 5;
     let results = threads::run(world, |comm| -> Result<_, ShardError> {
@@ -314,7 +321,10 @@ fn umls_on_1_2_and_4_ranks_and_resumed_under_other_rank_counts_agree() {
     let one = umls_run(&data, 1, 12, None, None);
     let two = umls_run(&data, 2, 12, None, None);
     let four = umls_run(&data, 4, 12, None, None);
-    assert!(one.mrr > 0.1, "12 epochs learn something (random ranking: about 0.04): {one:?}");
+    assert!(
+        one.mrr > 0.1,
+        "12 epochs learn something (random ranking: about 0.04): {one:?}"
+    );
     for (w, m) in [(2, two), (4, four)] {
         assert!(
             (m.mrr - one.mrr).abs() <= 0.005,

@@ -22,6 +22,8 @@ pub enum Command {
     /// Train a model on a knowledge graph, sharded over ranks; evaluate it (filtered MRR,
     /// Hits@k); checkpoint it. With no arguments: DistMult on the shipped UMLS, 2 ranks, CPU.
     Train(Box<crate::train::TrainArgs>),
+    /// Write a checkpoint's full entity and relation tables (f32) and vocabularies.
+    Export(crate::export::ExportArgs),
     /// One fused Adam step on a local table: what it did and how long the JIT took.
     Demo {
         /// Runtime: cpu, wgpu or cuda.
@@ -138,6 +140,7 @@ fn parse_partition(s: &str) -> Result<PartitionScheme, String> {
 pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     match cli.command {
         Command::Train(args) => crate::train::run(*args)?,
+        Command::Export(args) => crate::export::run(args)?,
         Command::Demo { backend } => crate::demo::run(backend)?,
         Command::Bench(args) => bench(args)?,
         Command::BenchKernels {
@@ -239,7 +242,8 @@ fn bench(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
 fn bench_training(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     use crate::bench::training::{TrainCase, print, run, synthetic};
     use rowshard::train::Mode;
-    let umls = rowshard::data::Dataset::load(concat!(env!("CARGO_MANIFEST_DIR"), "/../datasets/umls"))?;
+    let umls =
+        rowshard::data::Dataset::load(concat!(env!("CARGO_MANIFEST_DIR"), "/../datasets/umls"))?;
     let big = synthetic(args.synthetic_entities, 100, args.synthetic_triples, 7);
     let label = format!("synthetic {}M", args.synthetic_entities as f64 / 1e6);
     let steps = args.steps;
@@ -247,16 +251,49 @@ fn bench_training(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     let mut cases: Vec<(&rowshard::data::Dataset, TrainCase)> = Vec::new();
     for &ranks in &args.ranks {
         for mode in [Mode::KvsAll, Mode::NegSample { neg_ratio: 4 }] {
-            cases.push((&umls, TrainCase { data: "UMLS".into(), mode, dim: 32, batch: 1024, ranks, steps: steps * 3 }));
+            cases.push((
+                &umls,
+                TrainCase {
+                    data: "UMLS".into(),
+                    mode,
+                    dim: 32,
+                    batch: 1024,
+                    ranks,
+                    steps: steps * 3,
+                },
+            ));
         }
     }
     for &ranks in &args.ranks {
-        cases.push((&big, TrainCase { data: label.clone(), mode: Mode::NegSample { neg_ratio: 4 }, dim: 128, batch: 1024, ranks, steps }));
-        cases.push((&big, TrainCase { data: label.clone(), mode: Mode::KvsAll, dim: 128, batch: 128, ranks, steps: steps.min(3) }));
+        cases.push((
+            &big,
+            TrainCase {
+                data: label.clone(),
+                mode: Mode::NegSample { neg_ratio: 4 },
+                dim: 128,
+                batch: 1024,
+                ranks,
+                steps,
+            },
+        ));
+        cases.push((
+            &big,
+            TrainCase {
+                data: label.clone(),
+                mode: Mode::KvsAll,
+                dim: 128,
+                batch: 128,
+                ranks,
+                steps: steps.min(3),
+            },
+        ));
     }
     for (data, case) in &cases {
         figures.push(run(args.workload.backend, data, case)?);
-        eprintln!("  measured {} {:?} on {} ranks", case.data, case.mode, case.ranks);
+        eprintln!(
+            "  measured {} {:?} on {} ranks",
+            case.data, case.mode, case.ranks
+        );
     }
     print(args.workload.backend, &figures);
     Ok(())

@@ -40,15 +40,17 @@ impl FromArgMatches for HyperArgs {
 
 impl Args for HyperArgs {
     fn augment_args(cmd: Command) -> Command {
-        names().into_iter().fold(cmd, |cmd, (name, doc, optimizers)| {
-            cmd.arg(
-                Arg::new(name)
-                    .long(name.replace('_', "-"))
-                    .value_name("VALUE")
-                    .value_parser(clap::value_parser!(f64))
-                    .help(format!("{doc} ({})", optimizers.join(", "))),
-            )
-        })
+        names()
+            .into_iter()
+            .fold(cmd, |cmd, (name, doc, optimizers)| {
+                cmd.arg(
+                    Arg::new(name)
+                        .long(name.replace('_', "-"))
+                        .value_name("VALUE")
+                        .value_parser(clap::value_parser!(f64))
+                        .help(format!("{doc} ({})", optimizers.join(", "))),
+                )
+            })
     }
 
     fn augment_args_for_update(cmd: Command) -> Command {

@@ -3,6 +3,7 @@
 mod bench;
 mod cli;
 mod demo;
+mod export;
 mod hyper;
 mod progress;
 mod train;

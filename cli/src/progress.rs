@@ -18,16 +18,20 @@ impl Bars {
         let multi = MultiProgress::new();
         let run = multi.add(ProgressBar::new(epochs as u64));
         run.set_style(
-            ProgressStyle::with_template("{prefix:>7} [{bar:30}] {pos}/{len} epochs  {msg}  ETA {eta}")
-                .expect("template")
-                .progress_chars("=> "),
+            ProgressStyle::with_template(
+                "{prefix:>7} [{bar:30}] {pos}/{len} epochs  {msg}  ETA {eta}",
+            )
+            .expect("template")
+            .progress_chars("=> "),
         );
         run.set_prefix("train");
         let epoch = multi.add(ProgressBar::new(steps as u64));
         epoch.set_style(
-            ProgressStyle::with_template("{prefix:>7} [{bar:30}] {pos}/{len} steps  {per_sec}  loss {msg}")
-                .expect("template")
-                .progress_chars("=> "),
+            ProgressStyle::with_template(
+                "{prefix:>7} [{bar:30}] {pos}/{len} steps  {per_sec}  loss {msg}",
+            )
+            .expect("template")
+            .progress_chars("=> "),
         );
         Self {
             bars: Some((multi, run, epoch)),

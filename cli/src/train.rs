@@ -41,7 +41,8 @@ pub enum CommArg {
 /// Arguments of `rowshard train`.
 #[derive(Args, Debug)]
 pub struct TrainArgs {
-    /// Folder with train.txt, valid.txt and test.txt (head<TAB>relation<TAB>tail per line).
+    /// Folder with train.txt, valid.txt and test.txt: one triple per line, head, relation and
+    /// tail separated by tabs.
     #[arg(long, default_value = "datasets/umls")]
     pub dataset: PathBuf,
     /// The model: distmult, complex, transe, transe-l2, rotate, qmult.
@@ -116,7 +117,8 @@ pub struct TrainArgs {
 }
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
-    DType::from_name(s).ok_or_else(|| format!("unknown dtype `{s}`; expected one of: f32, f16, bf16"))
+    DType::from_name(s)
+        .ok_or_else(|| format!("unknown dtype `{s}`; expected one of: f32, f16, bf16"))
 }
 
 fn parse_backend(s: &str) -> Result<Backend, String> {
@@ -139,9 +141,13 @@ fn parse_schedule(s: &str) -> Result<LrSchedule, String> {
 
 fn parse_init(s: &str) -> Result<InitScheme, String> {
     let number = |x: &str| x.parse::<f64>().ok().filter(|v| *v > 0.0 && v.is_finite());
-    let bad = || format!("unknown initialisation `{s}`; expected normal:STD, uniform:BOUND, xavier or zeros");
+    let bad = || {
+        format!("unknown initialisation `{s}`; expected normal:STD, uniform:BOUND, xavier or zeros")
+    };
     match s.split_once(':') {
-        Some(("normal", x)) => number(x).map(|std| InitScheme::Normal { std }).ok_or_else(bad),
+        Some(("normal", x)) => number(x)
+            .map(|std| InitScheme::Normal { std })
+            .ok_or_else(bad),
         Some(("uniform", x)) => number(x)
             .map(|bound| InitScheme::Uniform { bound })
             .ok_or_else(bad),
@@ -155,7 +161,9 @@ fn parse_partition(s: &str) -> Result<PartitionScheme, String> {
     match s {
         "even" => Ok(PartitionScheme::Even),
         "round-robin" => Ok(PartitionScheme::RoundRobin { block: 1 }),
-        _ => Err(format!("unknown partition `{s}`; expected even or round-robin")),
+        _ => Err(format!(
+            "unknown partition `{s}`; expected even or round-robin"
+        )),
     }
 }
 
@@ -180,15 +188,20 @@ pub struct Outcome {
 pub fn run(args: TrainArgs) -> Result<(), Box<dyn std::error::Error>> {
     let folder = dataset_folder(&args.dataset);
     let data = Dataset::load(&folder)?;
-    let outcome = models::visit(&args.model, Visit { args: &args, data: &data }).ok_or_else(
-        || {
-            format!(
-                "unknown model `{}`; expected one of: {}",
-                args.model,
-                models::NAMES.join(", ")
-            )
+    let outcome = models::visit(
+        &args.model,
+        Visit {
+            args: &args,
+            data: &data,
         },
-    )??;
+    )
+    .ok_or_else(|| {
+        format!(
+            "unknown model `{}`; expected one of: {}",
+            args.model,
+            models::NAMES.join(", ")
+        )
+    })??;
     if let (Some(outcome), Some(path)) = (outcome, &args.metrics_json) {
         write_metrics(path, &outcome)?;
     }
@@ -399,7 +412,8 @@ fn run_rank<S: ScoringFunction>(
     ));
     let mut trainer = Trainer::new(data, plan.config.clone());
     if let Some(path) = &plan.args.resume {
-        let manifest = checkpoint::load(&mut model, path, data.vocabulary_digest()).map_err(|e| e.to_string())?;
+        let manifest = checkpoint::load(&mut model, path, data.vocabulary_digest())
+            .map_err(|e| e.to_string())?;
         if manifest.state.mode != mode_name(plan.config.mode) {
             return Err(format!(
                 "{}: the checkpoint was trained with {}, not {}; resume with the same --mode",
@@ -433,7 +447,11 @@ fn run_rank<S: ScoringFunction>(
         Ok(())
     };
     let mut bars = Bars::new(
-        leader && plan.args.progress.unwrap_or_else(|| std::io::IsTerminal::is_terminal(&std::io::stderr())),
+        leader
+            && plan
+                .args
+                .progress
+                .unwrap_or_else(|| std::io::IsTerminal::is_terminal(&std::io::stderr())),
         plan.config.epochs,
         trainer.steps_per_epoch(),
     );
@@ -443,9 +461,11 @@ fn run_rank<S: ScoringFunction>(
     while trainer.epochs_done < plan.config.epochs {
         let report: EpochReport = trainer.epoch(&mut model, &mut bars).map_err(fail)?;
         let e = report.epoch;
-        let evaluate_now = plan.args.eval_every > 0 && e % plan.args.eval_every == 0;
+        let evaluate_now = plan.args.eval_every > 0 && e.is_multiple_of(plan.args.eval_every);
         if evaluate_now {
-            let m = trainer.evaluate(&model, &filters, Split::Valid).map_err(fail)?;
+            let m = trainer
+                .evaluate(&model, &filters, Split::Valid)
+                .map_err(fail)?;
             if leader {
                 bars.println(format!(
                     "  epoch {e}: loss {:.5}, valid MRR {:.4} H@1 {:.4} H@10 {:.4}",
@@ -455,7 +475,7 @@ fn run_rank<S: ScoringFunction>(
             if e < plan.config.epochs {
                 save(&model, e)?;
             }
-        } else if !bars.visible() && (e % log_every == 0 || e == plan.config.epochs) {
+        } else if !bars.visible() && (e.is_multiple_of(log_every) || e == plan.config.epochs) {
             say(format!(
                 "  epoch {e}/{}: loss {:.5} ({:.1} s)",
                 plan.config.epochs,
@@ -469,8 +489,12 @@ fn run_rank<S: ScoringFunction>(
     if trainer.epochs_done > first_epoch {
         save(&model, trainer.epochs_done)?;
     }
-    let valid = trainer.evaluate(&model, &filters, Split::Valid).map_err(fail)?;
-    let test = trainer.evaluate(&model, &filters, Split::Test).map_err(fail)?;
+    let valid = trainer
+        .evaluate(&model, &filters, Split::Valid)
+        .map_err(fail)?;
+    let test = trainer
+        .evaluate(&model, &filters, Split::Test)
+        .map_err(fail)?;
     let epochs = plan.config.epochs - first_epoch;
     let examples = trainer.examples_per_epoch() as f64 * epochs as f64;
     let unit = match plan.config.mode {

@@ -28,7 +28,10 @@ fn temp(name: &str) -> PathBuf {
 fn refused(args: &[&str], expected: &str) {
     let (ok, _, stderr) = rowshard(args);
     assert!(!ok, "{args:?} succeeded");
-    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("rowshard:")).collect();
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("rowshard:"))
+        .collect();
     assert_eq!(errors.len(), 1, "{args:?}: {stderr}");
     assert!(errors[0].contains(expected), "{args:?}: {}", errors[0]);
 }
@@ -50,8 +53,12 @@ fn a_short_run_trains_checkpoints_and_writes_its_metrics() {
         ck.to_str().unwrap(),
     ]);
     assert!(ok, "{stderr}");
-    assert!(stderr.contains("DistMult") && stderr.contains("2 ranks"), "{stderr}");
-    let metrics: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(
+        stderr.contains("DistMult") && stderr.contains("2 ranks"),
+        "{stderr}"
+    );
+    let metrics: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     for split in ["valid", "test"] {
         for key in ["mrr", "hits@1", "hits@3", "hits@10"] {
             let v = metrics[split][key].as_f64().unwrap();
@@ -63,24 +70,53 @@ fn a_short_run_trains_checkpoints_and_writes_its_metrics() {
 
     // Resuming under another rank count, and refusing a checkpoint of another shape.
     let (ok, _, stderr) = rowshard(&[
-        "train", "--epochs", "4", "--ranks", "1", "--resume", ck.to_str().unwrap(),
+        "train",
+        "--epochs",
+        "4",
+        "--ranks",
+        "1",
+        "--resume",
+        ck.to_str().unwrap(),
     ]);
     assert!(ok && stderr.contains("after epoch 3"), "{stderr}");
     refused(
-        &["train", "--epochs", "4", "--dim", "16", "--resume", ck.to_str().unwrap()],
+        &[
+            "train",
+            "--epochs",
+            "4",
+            "--dim",
+            "16",
+            "--resume",
+            ck.to_str().unwrap(),
+        ],
         "the checkpoint's dim is 32, the model's is 16",
     );
     refused(
-        &["train", "--model", "complex", "--resume", ck.to_str().unwrap()],
+        &[
+            "train",
+            "--model",
+            "complex",
+            "--resume",
+            ck.to_str().unwrap(),
+        ],
         "the checkpoint's model is DistMult, the model's is ComplEx",
     );
     // A checkpoint folder is never written over.
     let manifest = std::fs::read(ck.join("epoch-000003/manifest.json")).unwrap();
     refused(
-        &["train", "--epochs", "3", "--checkpoint-dir", ck.to_str().unwrap()],
+        &[
+            "train",
+            "--epochs",
+            "3",
+            "--checkpoint-dir",
+            ck.to_str().unwrap(),
+        ],
         "already holds a checkpoint",
     );
-    assert_eq!(manifest, std::fs::read(ck.join("epoch-000003/manifest.json")).unwrap());
+    assert_eq!(
+        manifest,
+        std::fs::read(ck.join("epoch-000003/manifest.json")).unwrap()
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -91,7 +127,10 @@ fn bad_input_is_one_line_and_a_non_zero_exit() {
         &["train", "--dataset", dir.join("nowhere").to_str().unwrap()],
         "does not exist",
     );
-    refused(&["train", "--model", "holE"], "unknown model `holE`; expected one of: distmult");
+    refused(
+        &["train", "--model", "holE"],
+        "unknown model `holE`; expected one of: distmult",
+    );
     refused(
         &["train", "--optimizer", "lamb"],
         "unknown optimizer `lamb`; expected one of: sgd, adam",
@@ -100,12 +139,18 @@ fn bad_input_is_one_line_and_a_non_zero_exit() {
         &["train", "--optimizer", "sgd", "--beta1", "0.5"],
         "sgd has no hyper-parameter `beta1`; expected one of: weight_decay",
     );
-    refused(&["train", "--beta2", "1.5"], "beta2 = 1.5 is outside its valid range [0, 1)");
+    refused(
+        &["train", "--beta2", "1.5"],
+        "beta2 = 1.5 is outside its valid range [0, 1)",
+    );
     refused(
         &["train", "--model", "transe", "--mode", "kvsall"],
         "transe cannot train with KvsAll",
     );
-    refused(&["train", "--model", "complex", "--dim", "31"], "multiple of 2");
+    refused(
+        &["train", "--model", "complex", "--dim", "31"],
+        "multiple of 2",
+    );
     let data = dir.join("data");
     std::fs::create_dir_all(&data).unwrap();
     std::fs::write(data.join("train.txt"), "a\tr\tb\nb r c\n").unwrap();
@@ -126,4 +171,3 @@ fn bad_input_is_one_line_and_a_non_zero_exit() {
     assert_eq!(std::fs::read_to_string(&json).unwrap(), "kept");
     std::fs::remove_dir_all(dir).unwrap();
 }
-

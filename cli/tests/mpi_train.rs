@@ -13,10 +13,26 @@ fn two_mpi_processes_train_like_two_thread_ranks() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-    let common = ["train", "--model", "complex", "--epochs", "4", "--batch-size", "512"];
+    let common = [
+        "train",
+        "--model",
+        "complex",
+        "--epochs",
+        "4",
+        "--batch-size",
+        "512",
+    ];
     let mpi_json = dir.join("mpi.json");
     let out = Command::new("timeout")
-        .args(["300", "mpirun", "--oversubscribe", "--bind-to", "none", "-np", "2"])
+        .args([
+            "300",
+            "mpirun",
+            "--oversubscribe",
+            "--bind-to",
+            "none",
+            "-np",
+            "2",
+        ])
         .arg(env!("CARGO_BIN_EXE_rowshard"))
         .args(common)
         .args(["--metrics-json", mpi_json.to_str().unwrap()])
@@ -28,18 +44,29 @@ fn two_mpi_processes_train_like_two_thread_ranks() {
         .expect("mpirun (apt-get install openmpi-bin)");
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "mpirun failed:\n{text}");
-    assert!(text.contains("2 ranks"), "not a world of 2 (wrong launcher?):\n{text}");
+    assert!(
+        text.contains("2 ranks"),
+        "not a world of 2 (wrong launcher?):\n{text}"
+    );
     let threads_json = dir.join("threads.json");
     let out = Command::new(env!("CARGO_BIN_EXE_rowshard"))
         .args(common)
-        .args(["--ranks", "2", "--metrics-json", threads_json.to_str().unwrap()])
+        .args([
+            "--ranks",
+            "2",
+            "--metrics-json",
+            threads_json.to_str().unwrap(),
+        ])
         .current_dir(root)
         .output()
         .unwrap();
     assert!(out.status.success());
     let (mpi, threads) = (metrics(&mpi_json), metrics(&threads_json));
     for split in ["valid", "test"] {
-        let (a, b) = (mpi[split]["mrr"].as_f64().unwrap(), threads[split]["mrr"].as_f64().unwrap());
+        let (a, b) = (
+            mpi[split]["mrr"].as_f64().unwrap(),
+            threads[split]["mrr"].as_f64().unwrap(),
+        );
         assert!((a - b).abs() <= 1e-9, "{split}: MPI {a}, threads {b}");
     }
     std::fs::remove_dir_all(dir).unwrap();

@@ -93,7 +93,7 @@ impl DenseKernels {
         (self.dim / self.vector_size) as u32
     }
 
-    /// Enqueues [`dense_scores`] for `queries` (`n_queries × dim`, f32) against `block`;
+    /// Enqueues [`dense_scores()`] for `queries` (`n_queries × dim`, f32) against `block`;
     /// `out` holds `block.rows × n_queries` values (the targets, for BCE).
     #[allow(clippy::too_many_arguments)]
     pub fn scores(
@@ -135,7 +135,7 @@ impl DenseKernels {
         })
     }
 
-    /// Enqueues [`dense_table_grad`]: the gradient of `block`'s rows into `out` (a buffer of the
+    /// Enqueues [`dense_table_grad()`]: the gradient of `block`'s rows into `out` (a buffer of the
     /// whole shard's rows, `f32`).
     pub fn table_grad(
         &self,
@@ -169,7 +169,7 @@ impl DenseKernels {
         }
     }
 
-    /// Enqueues [`dense_query_grad`]: adds `block`'s contribution to the queries' gradient
+    /// Enqueues [`dense_query_grad()`]: adds `block`'s contribution to the queries' gradient
     /// `out` (`n_queries × dim`, zeroed before the first block).
     pub fn query_grad(&self, grads: &Handle, block: &TableBlock, out: &Handle, n_queries: usize) {
         if block.rows == 0 || n_queries == 0 {

@@ -42,4 +42,3 @@ macro_rules! with_dtype {
         }
     };
 }
-

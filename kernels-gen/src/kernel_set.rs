@@ -7,9 +7,9 @@ use cubecl::features::TypeUsage;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 
+use crate::element::runtime_error;
 use crate::kernels::{apply::fused_apply, gather::gather_rows, update::UpdateRule};
 use crate::shape::{LaunchShape, vector_size};
-use crate::element::runtime_error;
 use crate::{DType, KernelError, TableConfig, with_dtype};
 
 /// The buffers of one table on a device: weights, and the optimizer's state buffers (one-vector
@@ -98,7 +98,9 @@ impl KernelSet {
             inputs: 1,
         };
         self.apply(&buffers, &step, 0, 1);
-        self.client.read_one(buffers.weights).map_err(runtime_error)?;
+        self.client
+            .read_one(buffers.weights)
+            .map_err(runtime_error)?;
         self.client.read_one(out).map_err(runtime_error)?;
         Ok(())
     }

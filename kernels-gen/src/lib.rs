@@ -16,13 +16,13 @@ pub mod source;
 pub use dense_set::DenseKernels;
 pub use kernel_set::KernelSet;
 pub use local_table::{LocalTable, NonFinitePolicy, Slot};
-pub use runtime::Backend;
-pub use segments::Segments;
 pub use rowshard_table::{
     BiasClock, DType, HyperParameter, HyperParams, KernelError, Optimizer, OptimizerSpec,
     ParamSlot, RUNTIMES, Range, RuntimeSpec, StateShape, StateSlot, TABLE, TableConfig, config,
     docs, dtype, error, hyper, optimizer as table,
 };
+pub use runtime::Backend;
+pub use segments::Segments;
 
 #[doc(hidden)]
 pub mod __private {

@@ -327,7 +327,11 @@ impl LocalTable {
             name: name.to_string(),
             expected: self.state_names().join(", "),
         };
-        let state = spec.states.iter().find(|s| s.name == name).ok_or_else(unknown)?;
+        let state = spec
+            .states
+            .iter()
+            .find(|s| s.name == name)
+            .ok_or_else(unknown)?;
         Ok(match state.shape {
             StateShape::PerRow => (Buffer::RowState, DType::F32, 1),
             StateShape::PerElement => {
@@ -335,7 +339,11 @@ impl LocalTable {
                     .element_states()
                     .position(|s| s.name == name)
                     .ok_or_else(unknown)?;
-                let buffer = if k == 0 { Buffer::StateA } else { Buffer::StateB };
+                let buffer = if k == 0 {
+                    Buffer::StateA
+                } else {
+                    Buffer::StateB
+                };
                 (buffer, self.config().state_dtype, self.dim())
             }
         })

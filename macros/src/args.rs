@@ -362,7 +362,10 @@ pub fn check_model_args(args: &Args, attr_span: Span, cx: &mut Ctxt) -> Option<M
 /// The value of `arg`, which must be given.
 fn value<'a>(arg: &'a Arg, cx: &mut Ctxt, expected: &str) -> Option<&'a Value> {
     if arg.value.is_none() {
-        cx.error_spanned(&arg.name, format!("`{}` needs a value: {expected}", arg.name));
+        cx.error_spanned(
+            &arg.name,
+            format!("`{}` needs a value: {expected}", arg.name),
+        );
     }
     arg.value.as_ref()
 }
@@ -397,12 +400,18 @@ fn name_in(arg: &Arg, valid: &[&str], what: &str, cx: &mut Ctxt) -> Option<(Stri
         Value::Name(name) => {
             cx.error_spanned(
                 name,
-                format!("unknown {what} `{name}`; expected one of: {}", one_of(valid)),
+                format!(
+                    "unknown {what} `{name}`; expected one of: {}",
+                    one_of(valid)
+                ),
             );
             None
         }
         other => {
-            cx.error_spanned(other, format!("expected a {what}: one of {}", one_of(valid)));
+            cx.error_spanned(
+                other,
+                format!("expected a {what}: one of {}", one_of(valid)),
+            );
             None
         }
     }
@@ -463,7 +472,10 @@ fn partition_arg(arg: &Arg, cx: &mut Ctxt) -> Option<PartitionArg> {
                 } else {
                     cx.error_spanned(
                         &a.name,
-                        format!("unknown argument `{}` of round_robin; expected: block", a.name),
+                        format!(
+                            "unknown argument `{}` of round_robin; expected: block",
+                            a.name
+                        ),
                     );
                     ok = false;
                 }
@@ -485,7 +497,12 @@ fn partition_arg(arg: &Arg, cx: &mut Ctxt) -> Option<PartitionArg> {
 }
 
 fn init_arg(arg: &Arg, cx: &mut Ctxt) -> Option<InitArg> {
-    let valid = ["normal(std = …)", "uniform(bound = …)", "xavier_normal", "zeros"];
+    let valid = [
+        "normal(std = …)",
+        "uniform(bound = …)",
+        "xavier_normal",
+        "zeros",
+    ];
     let positive = |a: &Arg, cx: &mut Ctxt| number(a, cx, |v| v > 0.0 && v.is_finite(), "positive");
     match value(arg, cx, "an initialiser")? {
         Value::Name(n) if n == "xavier_normal" => Some(InitArg::XavierNormal),
@@ -582,8 +599,13 @@ fn optimizer(arg: &Arg, cx: &mut Ctxt) -> Option<OptimizerArgs> {
         }
         seen.push(key.clone());
         let checked = match key.as_str() {
-            "lr" => number(a, cx, |v| v >= 0.0 && v.is_finite(), "a finite, non-negative number")
-                .map(|v| out.lr = Some(v)),
+            "lr" => number(
+                a,
+                cx,
+                |v| v >= 0.0 && v.is_finite(),
+                "a finite, non-negative number",
+            )
+            .map(|v| out.lr = Some(v)),
             "bias_correction" if spec.bias_clocks => {
                 name_in(a, &["per_row", "global"], "bias-correction clock", cx).map(|(n, _)| {
                     out.bias_clock = if n == "global" {
@@ -601,28 +623,24 @@ fn optimizer(arg: &Arg, cx: &mut Ctxt) -> Option<OptimizerArgs> {
                 name_in(a, &valid, "state dtype", cx)
                     .map(|(n, _)| out.state_dtype = DType::from_name(&n).expect("listed"))
             }
-            _ if spec.hyper_parameter(&key).is_some() => {
-                match value(a, cx, "a number") {
-                    Some(Value::Number { value, tokens, .. }) => {
-                        match hyper.set(&key, *value) {
-                            Ok(()) => {
-                                let name = spec.hyper_parameter(&key).expect("found").name;
-                                out.hyper.push((name, *value));
-                                Some(())
-                            }
-                            Err(e) => {
-                                cx.error_spanned(tokens, e);
-                                None
-                            }
-                        }
+            _ if spec.hyper_parameter(&key).is_some() => match value(a, cx, "a number") {
+                Some(Value::Number { value, tokens, .. }) => match hyper.set(&key, *value) {
+                    Ok(()) => {
+                        let name = spec.hyper_parameter(&key).expect("found").name;
+                        out.hyper.push((name, *value));
+                        Some(())
                     }
-                    Some(other) => {
-                        cx.error_spanned(other, format!("`{key}` must be a number"));
+                    Err(e) => {
+                        cx.error_spanned(tokens, e);
                         None
                     }
-                    None => None,
+                },
+                Some(other) => {
+                    cx.error_spanned(other, format!("`{key}` must be a number"));
+                    None
                 }
-            }
+                None => None,
+            },
             _ => {
                 cx.error_spanned(
                     &a.name,
@@ -666,11 +684,20 @@ mod tests {
         assert_eq!(a.entity.optimizer, Optimizer::Adam);
         assert_eq!(a.relation, a.entity);
         let a = check(quote::quote!(
-            dim = 64, dtype = bf16,
-            optimizer = adam(lr = 0.1, beta2 = 0.99, bias_correction = global, state_dtype = bf16),
+            dim = 64,
+            dtype = bf16,
+            optimizer = adam(
+                lr = 0.1,
+                beta2 = 0.99,
+                bias_correction = global,
+                state_dtype = bf16
+            ),
             relation_optimizer = rowwise_adagrad(eps = 1e-6),
-            partition = round_robin(block = 8), state = host, stochastic_rounding,
-            runtime = [cpu, cuda], init = uniform(bound = 0.5),
+            partition = round_robin(block = 8),
+            state = host,
+            stochastic_rounding,
+            runtime = [cpu, cuda],
+            init = uniform(bound = 0.5),
         ))
         .unwrap();
         assert_eq!(a.entity.lr, Some(0.1));
@@ -686,7 +713,9 @@ mod tests {
     #[test]
     fn every_bad_argument_is_reported_at_once_with_the_valid_choices() {
         let e = check(quote::quote!(
-            dim = 32, optimizer = adamw, relation_optimizer = adam(beta3 = 1, beta1 = 1.5),
+            dim = 32,
+            optimizer = adamw,
+            relation_optimizer = adam(beta3 = 1, beta1 = 1.5),
             colour = red,
         ))
         .unwrap_err();
@@ -695,7 +724,10 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("adam has no argument `beta3`; expected one of: lr, beta1, beta2, eps, weight_decay, bias_correction, decoupled_weight_decay, state_dtype"), "{e}");
-        assert!(e.contains("beta1 = 1.5 is outside its valid range [0, 1)"), "{e}");
+        assert!(
+            e.contains("beta1 = 1.5 is outside its valid range [0, 1)"),
+            "{e}"
+        );
         assert!(e.contains("unknown argument `colour`"), "{e}");
         assert_eq!(e.lines().count(), 4, "{e}");
     }
@@ -703,15 +735,36 @@ mod tests {
     #[test]
     fn dtypes_are_checked_against_the_runtimes_and_the_optimizer() {
         let e = check(quote::quote!(dim = 32, dtype = bf16, runtime = [cpu, wgpu])).unwrap_err();
-        assert!(e.contains("the wgpu runtime") && e.contains("cannot store bf16 weights"), "{e}");
+        assert!(
+            e.contains("the wgpu runtime") && e.contains("cannot store bf16 weights"),
+            "{e}"
+        );
         assert!(e.contains("pick one of: f32, f16"), "{e}");
         let e = check(quote::quote!(dim = 32, stochastic_rounding)).unwrap_err();
         assert!(e.contains("stochastic rounding"), "{e}");
-        let e = check(quote::quote!(dim = 32, optimizer = sgd(bias_correction = global)))
-            .unwrap_err();
-        assert!(e.contains("sgd has no argument `bias_correction`; expected one of: lr, weight_decay"), "{e}");
-        assert!(check(quote::quote!(dtype = f16)).unwrap_err().contains("missing `dim"));
-        assert!(check(quote::quote!(dim = 0)).unwrap_err().contains("positive integer"));
-        assert!(check(quote::quote!(dim = 3.5)).unwrap_err().contains("positive integer"));
+        let e = check(quote::quote!(
+            dim = 32,
+            optimizer = sgd(bias_correction = global)
+        ))
+        .unwrap_err();
+        assert!(
+            e.contains("sgd has no argument `bias_correction`; expected one of: lr, weight_decay"),
+            "{e}"
+        );
+        assert!(
+            check(quote::quote!(dtype = f16))
+                .unwrap_err()
+                .contains("missing `dim")
+        );
+        assert!(
+            check(quote::quote!(dim = 0))
+                .unwrap_err()
+                .contains("positive integer")
+        );
+        assert!(
+            check(quote::quote!(dim = 3.5))
+                .unwrap_err()
+                .contains("positive integer")
+        );
     }
 }

@@ -8,4 +8,3 @@ use quote::quote;
 pub fn private() -> TokenStream {
     quote!(::rowshard::__private)
 }
-

@@ -73,7 +73,10 @@ impl std::fmt::Display for InputError {
                 )
             }
             InputError::RelationOutOfRange { id, rows } => {
-                write!(f, "relation {id} is outside the relation table's {rows} rows")
+                write!(
+                    f,
+                    "relation {id} is outside the relation table's {rows} rows"
+                )
             }
             InputError::BatchLength { expected, got } => {
                 write!(
@@ -82,7 +85,10 @@ impl std::fmt::Display for InputError {
                 )
             }
             InputError::Target { position } => {
-                write!(f, "the target at batch position {position} is not in [0, 1]")
+                write!(
+                    f,
+                    "the target at batch position {position} is not in [0, 1]"
+                )
             }
             InputError::LearningRate { value } => {
                 write!(

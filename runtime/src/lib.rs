@@ -39,12 +39,12 @@ pub use rowshard_macros::{scoring, sharded_embedding};
 pub use comm::{CommError, Communicator};
 pub use error::{InputError, ShardError};
 pub use init::Initializer;
-pub use partition::{Partition, PartitionScheme};
-pub use rowshard_kernels as kernels;
 pub use model::{
     IdLists, InitScheme, ModelDefaults, ModelSettings, ModelSpec, OptimizerSettings,
     ScoringFunction, ShardedModel, StepReport, TrainBatch,
 };
+pub use partition::{Partition, PartitionScheme};
+pub use rowshard_kernels as kernels;
 pub use sharded::{ShardedTable, ShardedTableSpec, StateLocation};
 
 /// What the macros' output reaches the runtime through; not a public API.

@@ -85,7 +85,10 @@ impl KernelBench {
             let shape = LaunchShape::for_rows(&client, unique);
             let row_handle = client.create(Bytes::from_elems(segments.rows.clone()));
             let out = client.empty(unique * self.dim * dtype.size());
-            let sync = || cubecl::future::block_on(client.sync()).map_err(rowshard_kernels::element::runtime_error);
+            let sync = || {
+                cubecl::future::block_on(client.sync())
+                    .map_err(rowshard_kernels::element::runtime_error)
+            };
             let gather = median_time(1, self.repeats, || {
                 kernels.gather(&table, &row_handle, unique, &out);
                 sync().expect("gather");

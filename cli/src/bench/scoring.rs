@@ -32,7 +32,9 @@ pub fn distmult(
     let relations = 100;
     let ent: Vec<f32> = (0..2 * batch * dim).map(|_| rng.next_f32() - 0.5).collect();
     let rel: Vec<f32> = (0..relations * dim).map(|_| rng.next_f32() - 0.5).collect();
-    let ri: Vec<u32> = (0..batch).map(|_| (rng.next_u64() % relations as u64) as u32).collect();
+    let ri: Vec<u32> = (0..batch)
+        .map(|_| (rng.next_u64() % relations as u64) as u32)
+        .collect();
     let upstream: Vec<f32> = (0..batch).map(|_| rng.next_f32() - 0.5).collect();
 
     let kernels = ScoreKernels::<DistMult>::new(&client, dim, DType::F32, DType::F32)?;
@@ -57,10 +59,22 @@ pub fn distmult(
         let mut scores = vec![0.0f32; batch];
         let mut grads = vec![0.0f32; 3 * batch * dim];
         let time = median_time(2, repeats, || {
-            plain_rust(&ent, &rel, &ri, &upstream, dim, threads, &mut scores, &mut grads)
+            plain_rust(
+                &ent,
+                &rel,
+                &ri,
+                &upstream,
+                dim,
+                threads,
+                &mut scores,
+                &mut grads,
+            )
         });
         figures.push(ScoringFigure {
-            what: format!("plain Rust, {threads} thread{}", if threads == 1 { "" } else { "s" }),
+            what: format!(
+                "plain Rust, {threads} thread{}",
+                if threads == 1 { "" } else { "s" }
+            ),
             time,
         });
     }
@@ -127,7 +141,10 @@ pub fn print(dim: usize, batch: usize, figures: &[ScoringFigure]) {
         .map(|f| f.time)
         .min()
         .unwrap_or(Duration::MAX);
-    println!("{:<34} {:>9} {:>13} {:>22}", "", "ms", "M triples/s", "speed vs best plain");
+    println!(
+        "{:<34} {:>9} {:>13} {:>22}",
+        "", "ms", "M triples/s", "speed vs best plain"
+    );
     for f in figures {
         println!(
             "{:<34} {:>9.2} {:>13.2} {:>21.2}x",

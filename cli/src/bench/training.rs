@@ -108,9 +108,13 @@ fn run_model<S: ScoringFunction + ModelDefaults>(
                 (Some(set), _) => {
                     let heads: Vec<u32> = mine.iter().map(|&i| set.heads[i as usize]).collect();
                     let rels: Vec<u32> = mine.iter().map(|&i| set.relations[i as usize]).collect();
-                    let lists: Vec<&[u32]> = mine.iter().map(|&i| set.labels.get(i as usize)).collect();
+                    let lists: Vec<&[u32]> =
+                        mine.iter().map(|&i| set.labels.get(i as usize)).collect();
                     if step > 0 {
-                        triples += batch.iter().map(|&i| set.labels.get(i as usize).len()).sum::<usize>();
+                        triples += batch
+                            .iter()
+                            .map(|&i| set.labels.get(i as usize).len())
+                            .sum::<usize>();
                     }
                     model.train_step(&TrainBatch::KvsAll {
                         heads: &heads,

@@ -30,9 +30,9 @@ impl TransH {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let epochs: usize = args.next().map_or(Ok(40), |a| a.parse())?;
-    let folder = args.next().unwrap_or_else(|| {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/umls").to_string()
-    });
+    let folder = args
+        .next()
+        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/umls").to_string());
     let data = Dataset::load(&folder)?;
     let mode = Mode::NegSample { neg_ratio: 4 };
     let config = TrainConfig {

@@ -9,7 +9,7 @@ use cubecl::prelude::*;
 
 use super::update::lane_sum;
 
-/// What [`dense_scores`] writes.
+/// What [`dense_scores()`] writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DenseMode {
     /// The scores `⟨q_b, w_e⟩`.

@@ -109,7 +109,13 @@ impl<'g> Emitter<'g> {
     fn new(graph: &'g Graph, target: Target) -> Self {
         let mut depth = vec![0u32; graph.nodes.len()];
         for (id, node) in graph.nodes.iter().enumerate() {
-            let deepest = node.op.operands().iter().map(|&o| depth[o]).max().unwrap_or(0);
+            let deepest = node
+                .op
+                .operands()
+                .iter()
+                .map(|&o| depth[o])
+                .max()
+                .unwrap_or(0);
             depth[id] = if matches!(node.op, Op::Sum(_)) {
                 deepest + 1
             } else {
@@ -259,7 +265,11 @@ impl<'g> Emitter<'g> {
     /// The lane nodes `roots` need, ascending (stopping at uniform values).
     fn lanes_of(&self, roots: &[Id]) -> Vec<Id> {
         let mut seen = BTreeSet::new();
-        let mut stack: Vec<Id> = roots.iter().copied().filter(|&r| self.graph.is_lane(r)).collect();
+        let mut stack: Vec<Id> = roots
+            .iter()
+            .copied()
+            .filter(|&r| self.graph.is_lane(r))
+            .collect();
         while let Some(id) = stack.pop() {
             if !seen.insert(id) {
                 continue;

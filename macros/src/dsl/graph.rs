@@ -164,8 +164,8 @@ impl Graph {
     pub fn add(&mut self, a: Id, b: Id) -> Id {
         match (self.constant(a), self.constant(b)) {
             (Some(x), Some(y)) => self.num(x + y),
-            (Some(z), _) if z == 0.0 => b,
-            (_, Some(z)) if z == 0.0 => a,
+            (Some(0.0), _) => b,
+            (_, Some(0.0)) => a,
             _ => self.intern(Op::Add(a.min(b), a.max(b))),
         }
     }
@@ -174,8 +174,8 @@ impl Graph {
     pub fn sub(&mut self, a: Id, b: Id) -> Id {
         match (self.constant(a), self.constant(b)) {
             (Some(x), Some(y)) => self.num(x - y),
-            (_, Some(z)) if z == 0.0 => a,
-            (Some(z), _) if z == 0.0 => self.neg(b),
+            (_, Some(0.0)) => a,
+            (Some(0.0), _) => self.neg(b),
             _ if a == b => self.num(0.0),
             _ => self.intern(Op::Sub(a, b)),
         }
@@ -185,11 +185,11 @@ impl Graph {
     pub fn mul(&mut self, a: Id, b: Id) -> Id {
         match (self.constant(a), self.constant(b)) {
             (Some(x), Some(y)) => self.num(x * y),
-            (Some(z), _) | (_, Some(z)) if z == 0.0 => self.num(0.0),
-            (Some(o), _) if o == 1.0 => b,
-            (_, Some(o)) if o == 1.0 => a,
-            (Some(m), _) if m == -1.0 => self.neg(b),
-            (_, Some(m)) if m == -1.0 => self.neg(a),
+            (Some(0.0), _) | (_, Some(0.0)) => self.num(0.0),
+            (Some(1.0), _) => b,
+            (_, Some(1.0)) => a,
+            (Some(-1.0), _) => self.neg(b),
+            (_, Some(-1.0)) => self.neg(a),
             _ => self.intern(Op::Mul(a.min(b), a.max(b))),
         }
     }
@@ -198,8 +198,8 @@ impl Graph {
     pub fn div(&mut self, a: Id, b: Id) -> Id {
         match (self.constant(a), self.constant(b)) {
             (Some(x), Some(y)) => self.num(x / y),
-            (Some(z), _) if z == 0.0 => self.num(0.0),
-            (_, Some(o)) if o == 1.0 => a,
+            (Some(0.0), _) => self.num(0.0),
+            (_, Some(1.0)) => a,
             _ => self.intern(Op::Div(a, b)),
         }
     }

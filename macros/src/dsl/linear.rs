@@ -44,7 +44,10 @@ pub fn tail_linearity(f: &ScoreFn) -> Result<(), (TokenStream, String)> {
         )),
         Class::Free => Err((
             f.result.site.clone(),
-            format!("the score does not depend on the tail row `{}`", f.params[2]),
+            format!(
+                "the score does not depend on the tail row `{}`",
+                f.params[2]
+            ),
         )),
         Class::Tuple(_) => unreachable!("the score is a scalar"),
     }
@@ -110,7 +113,10 @@ fn classify(e: &Expr, env: &HashMap<String, Class>) -> Class {
                 },
                 other if depends(&classes[0]) => Class::Nonlinear(
                     e.site.clone(),
-                    format!("`{}` is not linear, and here it applies to the tail row", other.name()),
+                    format!(
+                        "`{}` is not linear, and here it applies to the tail row",
+                        other.name()
+                    ),
                 ),
                 _ => Class::Free,
             }
@@ -136,9 +142,7 @@ mod tests {
     fn linear_scores_and_what_breaks_linearity() {
         assert!(linearity(quote::quote!(sum(h * r * t))).is_ok());
         assert!(linearity(quote::quote!(dot(h * r, t) / 2.0 - mean(3.0 * t * r))).is_ok());
-        assert!(
-            linearity(quote::quote! { let (a, b) = halves(t); sum(a * h) + -sum(b) }).is_ok()
-        );
+        assert!(linearity(quote::quote! { let (a, b) = halves(t); sum(a * h) + -sum(b) }).is_ok());
         let e = linearity(quote::quote!(6.0 - norm_l1(h + r - t))).unwrap_err();
         assert!(e.contains("`norm_l1` is not linear"), "{e}");
         let e = linearity(quote::quote!(sum(h * t) + 1.0)).unwrap_err();

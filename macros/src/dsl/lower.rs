@@ -157,10 +157,9 @@ fn bind(pat: &Pat, s: Shape, env: &mut HashMap<String, Shape>, cx: &mut Ctxt) ->
             true
         }
         (Pat::Wild, _) => true,
-        (Pat::Tuple(pats, _), Shape::Tuple(items)) if pats.len() == items.len() => pats
-            .iter()
-            .zip(items)
-            .all(|(p, s)| bind(p, s, env, cx)),
+        (Pat::Tuple(pats, _), Shape::Tuple(items)) if pats.len() == items.len() => {
+            pats.iter().zip(items).all(|(p, s)| bind(p, s, env, cx))
+        }
         (Pat::Tuple(pats, site), s) => {
             cx.error_spanned(
                 site,
@@ -201,7 +200,12 @@ fn unknown(name: &Ident, cx: &mut Ctxt, env_names: Vec<String>) {
     );
 }
 
-fn shape(e: &Expr, env: &HashMap<String, Shape>, dens: &mut Vec<u32>, cx: &mut Ctxt) -> Option<Shape> {
+fn shape(
+    e: &Expr,
+    env: &HashMap<String, Shape>,
+    dens: &mut Vec<u32>,
+    cx: &mut Ctxt,
+) -> Option<Shape> {
     let not_tuple = |s: &Shape, site: &TokenStream, cx: &mut Ctxt| {
         if let Shape::Tuple(items) = s {
             cx.error_spanned(
@@ -226,7 +230,8 @@ fn shape(e: &Expr, env: &HashMap<String, Shape>, dens: &mut Vec<u32>, cx: &mut C
         },
         ExprKind::Num(_) => Some(Shape::Scalar),
         ExprKind::Tuple(items) => {
-            let shapes: Vec<Option<Shape>> = items.iter().map(|i| shape(i, env, dens, cx)).collect();
+            let shapes: Vec<Option<Shape>> =
+                items.iter().map(|i| shape(i, env, dens, cx)).collect();
             Some(Shape::Tuple(shapes.into_iter().collect::<Option<_>>()?))
         }
         ExprKind::Neg(a) => {

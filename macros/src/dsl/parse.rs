@@ -72,7 +72,11 @@ impl Func {
 
     /// The DSL name.
     pub fn name(self) -> &'static str {
-        Func::ALL.iter().find(|(f, _)| *f == self).expect("listed").1
+        Func::ALL
+            .iter()
+            .find(|(f, _)| *f == self)
+            .expect("listed")
+            .1
     }
 
     /// How many arguments it takes.
@@ -221,7 +225,10 @@ pub fn parse_score_fn(function: &syn::ImplItemFn, cx: &mut Ctxt) -> Option<Score
                         lets.push(Let { pat, expr });
                     }
                 } else {
-                    cx.error_spanned(local, "a `let` in the scoring DSL binds a value: `let x = …;`");
+                    cx.error_spanned(
+                        local,
+                        "a `let` in the scoring DSL binds a value: `let x = …;`",
+                    );
                 }
             }
             syn::Stmt::Expr(e, None) if last => result = parse_expr(e, cx),
@@ -264,7 +271,10 @@ fn parse_pat(pat: &syn::Pat, cx: &mut Ctxt) -> Option<Pat> {
             Some(Pat::Tuple(items?, t.to_token_stream()))
         }
         syn::Pat::Type(pt) => {
-            cx.error_spanned(&pt.ty, "the scoring DSL infers every type: drop the annotation");
+            cx.error_spanned(
+                &pt.ty,
+                "the scoring DSL infers every type: drop the annotation",
+            );
             None
         }
         other => {
@@ -319,7 +329,10 @@ fn parse_expr(e: &syn::Expr, cx: &mut Ctxt) -> Option<Expr> {
                 other => {
                     cx.error_spanned(
                         other,
-                        format!("`{}` is not in the scoring DSL; {ALLOWED}", other.to_token_stream()),
+                        format!(
+                            "`{}` is not in the scoring DSL; {ALLOWED}",
+                            other.to_token_stream()
+                        ),
                     );
                     return None;
                 }
@@ -359,7 +372,10 @@ fn parse_expr(e: &syn::Expr, cx: &mut Ctxt) -> Option<Expr> {
         }
         other => {
             let what = describe(other);
-            cx.error_spanned(other, format!("{what} is not in the scoring DSL; {ALLOWED}"));
+            cx.error_spanned(
+                other,
+                format!("{what} is not in the scoring DSL; {ALLOWED}"),
+            );
             None
         }
     }

@@ -71,7 +71,13 @@ pub fn kernel_module(c: &Compiled, module: &syn::Ident) -> TokenStream {
     let segs = row_vectors(c.lowered.segments);
     let rsegs = row_vectors(c.lowered.relation_segments);
 
-    let forward_body = body(graph, Target::Cube, &[c.lowered.score], &Default::default(), &[]);
+    let forward_body = body(
+        graph,
+        Target::Cube,
+        &[c.lowered.score],
+        &Default::default(),
+        &[],
+    );
     let forward_code = forward_body.code;
     let score = &forward_body.uniform[0];
     let forward_bases = bases(c, &[c.lowered.score]);
@@ -186,11 +192,23 @@ pub fn host_functions(c: &Compiled) -> TokenStream {
     let graph = &c.lowered.graph;
     let segs = c.lowered.segments as usize;
     let rsegs = c.lowered.relation_segments as usize;
-    let score_body = body(graph, Target::Host, &[c.lowered.score], &Default::default(), &[]);
+    let score_body = body(
+        graph,
+        Target::Host,
+        &[c.lowered.score],
+        &Default::default(),
+        &[],
+    );
     let score_code = score_body.code;
     let score = &score_body.uniform[0];
     let written = all_segments(c);
-    let grad_body = body(graph, Target::Host, &[c.lowered.score], &c.backward, &written);
+    let grad_body = body(
+        graph,
+        Target::Host,
+        &[c.lowered.score],
+        &c.backward,
+        &written,
+    );
     let grad_code = grad_body.code;
     let grad_score = &grad_body.uniform[0];
     quote! {

@@ -21,6 +21,19 @@ mod tests {
     use proc_macro2::TokenStream;
     use quote::ToTokens;
 
+    /// Removes the first `#[sharded_embedding]` or `#[scoring]` attribute: (is scoring, args).
+    fn take(attrs: &mut Vec<syn::Attribute>) -> Option<(bool, TokenStream)> {
+        let k = attrs
+            .iter()
+            .position(|a| a.path().is_ident("sharded_embedding") || a.path().is_ident("scoring"))?;
+        let attr = attrs.remove(k);
+        let args = match &attr.meta {
+            syn::Meta::List(l) => l.tokens.clone(),
+            _ => TokenStream::new(),
+        };
+        Some((attr.path().is_ident("scoring"), args))
+    }
+
     /// Expands every `#[sharded_embedding]` and `#[scoring]` item of a source file and prints
     /// the result.
     fn expand_file(path: &str) -> String {
@@ -28,33 +41,15 @@ mod tests {
         let file: syn::File = syn::parse_str(&text).unwrap();
         let mut out = TokenStream::new();
         for item in file.items {
-            let (mut attrs, rest): (Vec<syn::Attribute>, Box<dyn Fn(Vec<syn::Attribute>) -> TokenStream>) =
-                match item {
-                    syn::Item::Struct(s) => {
-                        let s2 = s.clone();
-                        (s.attrs, Box::new(move |a| syn::ItemStruct { attrs: a, ..s2.clone() }.into_token_stream()))
-                    }
-                    syn::Item::Impl(i) => {
-                        let i2 = i.clone();
-                        (i.attrs, Box::new(move |a| syn::ItemImpl { attrs: a, ..i2.clone() }.into_token_stream()))
-                    }
-                    _ => continue,
-                };
-            let Some(k) = attrs.iter().position(|a| {
-                a.path().is_ident("sharded_embedding") || a.path().is_ident("scoring")
-            }) else {
-                continue;
+            let (attr, item) = match item {
+                syn::Item::Struct(mut s) => (take(&mut s.attrs), s.into_token_stream()),
+                syn::Item::Impl(mut i) => (take(&mut i.attrs), i.into_token_stream()),
+                _ => continue,
             };
-            let attr = attrs.remove(k);
-            let args = match &attr.meta {
-                syn::Meta::List(l) => l.tokens.clone(),
-                _ => TokenStream::new(),
-            };
-            let item = rest(attrs);
-            out.extend(if attr.path().is_ident("scoring") {
-                super::scoring::expand(args, item)
-            } else {
-                super::model::expand(args, item)
+            out.extend(match attr {
+                Some((true, args)) => super::scoring::expand(args, item),
+                Some((false, args)) => super::model::expand(args, item),
+                None => item,
             });
         }
         let expanded: syn::File = syn::parse2(out).unwrap();

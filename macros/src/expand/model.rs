@@ -86,7 +86,9 @@ fn generate(strukt: &syn::ItemStruct, a: &ModelArgs) -> TokenStream {
     let relation = optimizer(&a.relation);
     let mut extra = TokenStream::new();
     if let PartitionArg::RoundRobin(block) = a.partition {
-        extra.extend(quote!(settings.partition = #p::PartitionScheme::RoundRobin { block: #block };));
+        extra.extend(
+            quote!(settings.partition = #p::PartitionScheme::RoundRobin { block: #block };),
+        );
     }
     if a.state_on_host {
         extra.extend(quote!(settings.state_location = #p::StateLocation::Host;));

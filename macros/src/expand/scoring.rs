@@ -39,7 +39,9 @@ impl Parse for ScoringArg {
         if name != "relation_dim" {
             return Err(syn::Error::new_spanned(
                 &name,
-                format!("unknown argument `{name}` of #[scoring]; expected one of: relation_dim, kvsall"),
+                format!(
+                    "unknown argument `{name}` of #[scoring]; expected one of: relation_dim, kvsall"
+                ),
             ));
         }
         input.parse::<Token![=]>()?;
@@ -101,9 +103,10 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             return with_errors(item, e);
         }
     };
-    let position = block.items.iter().position(
-        |i| matches!(i, syn::ImplItem::Fn(f) if f.sig.ident == "score"),
-    );
+    let position = block
+        .items
+        .iter()
+        .position(|i| matches!(i, syn::ImplItem::Fn(f) if f.sig.ident == "score"));
     let score = position.map(|i| block.items.remove(i));
     let rest = if block.items.is_empty() {
         TokenStream::new()
@@ -116,7 +119,10 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     };
     let mut cx = Ctxt::default();
     if let Some(t) = &block.trait_ {
-        cx.error_spanned(&t.1, "#[scoring] goes on an inherent `impl` block: `impl Model { … }`");
+        cx.error_spanned(
+            &t.1,
+            "#[scoring] goes on an inherent `impl` block: `impl Model { … }`",
+        );
     }
     if !block.generics.params.is_empty() {
         cx.error_spanned(&block.generics, "a model struct has no generic parameters");
@@ -126,7 +132,10 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         _ => None,
     };
     if name.is_none() {
-        cx.error_spanned(&block.self_ty, "#[scoring] goes on `impl Model { … }` for a model struct");
+        cx.error_spanned(
+            &block.self_ty,
+            "#[scoring] goes on `impl Model { … }` for a model struct",
+        );
     }
     let Some(syn::ImplItem::Fn(score)) = score else {
         cx.error_at(

@@ -37,8 +37,14 @@ pub fn export<S: ScoringFunction>(
         let ebytes: &[u8] = bytemuck::cast_slice(&entities);
         let rbytes: &[u8] = bytemuck::cast_slice(&relations);
         let views = vec![
-            ("entities", TensorView::new(Dtype::F32, vec![n, dim], ebytes).expect("sizes")),
-            ("relations", TensorView::new(Dtype::F32, vec![r, rdim], rbytes).expect("sizes")),
+            (
+                "entities",
+                TensorView::new(Dtype::F32, vec![n, dim], ebytes).expect("sizes"),
+            ),
+            (
+                "relations",
+                TensorView::new(Dtype::F32, vec![r, rdim], rbytes).expect("sizes"),
+            ),
         ];
         let file = out.join("embeddings.safetensors");
         let bytes = safetensors::serialize(views, None).map_err(|e| CheckpointError::Torn {
@@ -50,8 +56,14 @@ pub fn export<S: ScoringFunction>(
         if r == 2 * data.relations.len() {
             names.extend(data.relations.iter().map(|n| format!("{n}_inverse")));
         }
-        write_atomically(&out.join("entities.txt"), (data.entities.join("\n") + "\n").as_bytes())?;
-        write_atomically(&out.join("relations.txt"), (names.join("\n") + "\n").as_bytes())
+        write_atomically(
+            &out.join("entities.txt"),
+            (data.entities.join("\n") + "\n").as_bytes(),
+        )?;
+        write_atomically(
+            &out.join("relations.txt"),
+            (names.join("\n") + "\n").as_bytes(),
+        )
     })();
     agree(model.comm(), written)
 }

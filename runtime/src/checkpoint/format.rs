@@ -126,19 +126,39 @@ impl Manifest {
     pub(crate) fn incompatibility(&self, other: &Manifest) -> Option<String> {
         let fields: [(&str, String, String); 8] = [
             ("model", self.model.clone(), other.model.clone()),
-            ("entities", self.entities.to_string(), other.entities.to_string()),
-            ("relations", self.relations.to_string(), other.relations.to_string()),
+            (
+                "entities",
+                self.entities.to_string(),
+                other.entities.to_string(),
+            ),
+            (
+                "relations",
+                self.relations.to_string(),
+                other.relations.to_string(),
+            ),
             ("dim", self.dim.to_string(), other.dim.to_string()),
             ("dtype", self.dtype.clone(), other.dtype.clone()),
             (
                 "entity optimizer",
-                format!("{} (states {})", self.entity_optimizer.name, self.entity_optimizer.state_dtype),
-                format!("{} (states {})", other.entity_optimizer.name, other.entity_optimizer.state_dtype),
+                format!(
+                    "{} (states {})",
+                    self.entity_optimizer.name, self.entity_optimizer.state_dtype
+                ),
+                format!(
+                    "{} (states {})",
+                    other.entity_optimizer.name, other.entity_optimizer.state_dtype
+                ),
             ),
             (
                 "relation optimizer",
-                format!("{} (states {})", self.relation_optimizer.name, self.relation_optimizer.state_dtype),
-                format!("{} (states {})", other.relation_optimizer.name, other.relation_optimizer.state_dtype),
+                format!(
+                    "{} (states {})",
+                    self.relation_optimizer.name, self.relation_optimizer.state_dtype
+                ),
+                format!(
+                    "{} (states {})",
+                    other.relation_optimizer.name, other.relation_optimizer.state_dtype
+                ),
             ),
             (
                 "data set",
@@ -146,9 +166,10 @@ impl Manifest {
                 format!("vocabulary {}", other.state.vocabulary),
             ),
         ];
-        fields.into_iter().find(|(_, a, b)| a != b).map(|(what, a, b)| {
-            format!("the checkpoint's {what} is {a}, the model's is {b}")
-        })
+        fields
+            .into_iter()
+            .find(|(_, a, b)| a != b)
+            .map(|(what, a, b)| format!("the checkpoint's {what} is {a}, the model's is {b}"))
     }
 }
 
@@ -194,7 +215,9 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Checkpoi
     };
     let tmp = path.with_file_name(format!(
         ".{}.tmp",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("checkpoint")
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("checkpoint")
     ));
     std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
     std::fs::File::open(&tmp)

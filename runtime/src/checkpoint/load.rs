@@ -18,7 +18,8 @@ pub fn resolve(path: &Path) -> Result<PathBuf, CheckpointError> {
     if path.join(MANIFEST).is_file() {
         return Ok(path.to_path_buf());
     }
-    let entries = std::fs::read_dir(path).map_err(|_| CheckpointError::Missing(path.to_path_buf()))?;
+    let entries =
+        std::fs::read_dir(path).map_err(|_| CheckpointError::Missing(path.to_path_buf()))?;
     let mut candidates: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
@@ -47,8 +48,14 @@ pub fn load<S: ScoringFunction>(
     let (manifest, folder) = agree(comm, checked)?;
     let (rank, partition) = (comm.rank(), model.entities().partition().clone());
     // Read and place everything first; write into the tables only when every rank could.
-    let read = entity_buffers(model.entities().shard(), &manifest, &folder, rank, &partition)
-        .and_then(|e| Ok((e, relation_buffers(model.relations(), &manifest, &folder)?)));
+    let read = entity_buffers(
+        model.entities().shard(),
+        &manifest,
+        &folder,
+        rank,
+        &partition,
+    )
+    .and_then(|e| Ok((e, relation_buffers(model.relations(), &manifest, &folder)?)));
     let (entities, relations) = agree(comm, read)?;
     let shard = model.entities_mut().shard_mut();
     for (name, bytes) in &entities {
@@ -66,11 +73,8 @@ pub fn load<S: ScoringFunction>(
 /// A table's restored buffers: (tensor name, bytes).
 type Buffers = Vec<(String, Vec<u8>)>;
 
-fn read_and_check<S: ScoringFunction>(
-    model: &ShardedModel<'_, S>,
-    path: &Path,
-    vocabulary_digest: u64,
-) -> Result<(Manifest, PathBuf), CheckpointError> {
+/// The manifest of the checkpoint `path` names (see [`resolve`]), and its folder.
+pub fn read_manifest(path: &Path) -> Result<(Manifest, PathBuf), CheckpointError> {
     let folder = resolve(path)?;
     let manifest_path = folder.join(MANIFEST);
     let text = std::fs::read(&manifest_path).map_err(|error| CheckpointError::Io {
@@ -87,6 +91,16 @@ fn read_and_check<S: ScoringFunction>(
             reason: format!("format `{}`, expected `{FORMAT}`", manifest.format),
         });
     }
+    Ok((manifest, folder))
+}
+
+fn read_and_check<S: ScoringFunction>(
+    model: &ShardedModel<'_, S>,
+    path: &Path,
+    vocabulary_digest: u64,
+) -> Result<(Manifest, PathBuf), CheckpointError> {
+    let (manifest, folder) = read_manifest(path)?;
+    let manifest_path = folder.join(MANIFEST);
     let expected = Manifest::of(
         model,
         RunState {
@@ -152,7 +166,9 @@ fn check_file(folder: &Path, entry: &FileEntry, run: &str) -> Result<Vec<u8>, Ch
         });
     }
     if sha256(&bytes) != entry.sha256 {
-        return Err(torn("does not match its SHA-256 in the manifest (corrupted)".into()));
+        return Err(torn(
+            "does not match its SHA-256 in the manifest (corrupted)".into(),
+        ));
     }
     Ok(bytes)
 }
@@ -160,7 +176,12 @@ fn check_file(folder: &Path, entry: &FileEntry, run: &str) -> Result<Vec<u8>, Ch
 /// The slots a table has: weights, then its optimizer's states.
 fn slots(table: &LocalTable) -> Vec<String> {
     std::iter::once(tensor_name(Slot::Weights))
-        .chain(table.state_names().iter().map(|s| tensor_name(Slot::State(s))))
+        .chain(
+            table
+                .state_names()
+                .iter()
+                .map(|s| tensor_name(Slot::State(s))),
+        )
         .collect()
 }
 
@@ -189,7 +210,11 @@ fn entity_buffers(
         out.push((vec![0u8; bytes.len()], row_bytes));
     }
     let mut placed = vec![false; local];
-    for entry in manifest.files.iter().filter(|f| f.name.starts_with("entities.")) {
+    for entry in manifest
+        .files
+        .iter()
+        .filter(|f| f.name.starts_with("entities."))
+    {
         let file = folder.join(&entry.name);
         let bytes = check_file(folder, entry, &manifest.run)?;
         let tensors = SafeTensors::deserialize(&bytes).map_err(|e| CheckpointError::Torn {
@@ -200,8 +225,7 @@ fn entity_buffers(
         for (k, (name, (buffer, row_bytes))) in names.iter().zip(out.iter_mut()).enumerate() {
             let view = tensor(&tensors, name, &file)?;
             let (_, dtype, _) = shard.read_slot(slot_of(name)).map(|(_, d, w)| ((), d, w))?;
-            if view.dtype() != tensor_dtype(dtype) || view.data().len() != rows.len() * *row_bytes
-            {
+            if view.dtype() != tensor_dtype(dtype) || view.data().len() != rows.len() * *row_bytes {
                 return Err(CheckpointError::Mismatch {
                     file,
                     reason: format!("tensor `{name}` has another dtype or shape than the model's"),
@@ -230,7 +254,10 @@ fn entity_buffers(
             ),
         });
     }
-    Ok(names.into_iter().zip(out.into_iter().map(|(b, _)| b)).collect())
+    Ok(names
+        .into_iter()
+        .zip(out.into_iter().map(|(b, _)| b))
+        .collect())
 }
 
 /// The relation table's buffers, checked against the model's.

@@ -16,7 +16,7 @@ mod save;
 
 pub use export::export;
 pub use format::{FORMAT, FileEntry, Manifest, OptimizerEntry, RunState};
-pub use load::{load, resolve};
+pub use load::{load, read_manifest, resolve};
 pub use save::save;
 
 use std::path::PathBuf;
@@ -36,7 +36,9 @@ pub enum CheckpointError {
     #[error("{0}: no checkpoint here (expected manifest.json, or epoch-* folders holding one)")]
     Missing(PathBuf),
     /// A checkpoint folder already holds a checkpoint.
-    #[error("{0} already holds a checkpoint; nothing was written (choose another --checkpoint-dir)")]
+    #[error(
+        "{0} already holds a checkpoint; nothing was written (choose another --checkpoint-dir)"
+    )]
     Exists(PathBuf),
     /// A file is truncated, corrupted or not what the manifest lists.
     #[error("{file}: {reason}; the checkpoint is torn, nothing was loaded")]
@@ -90,14 +92,12 @@ fn agree<T>(
         Err(e) => e.to_string(),
     };
     let views = comm.all_gather(message.as_bytes())?;
-    if result.is_err() {
-        return result;
-    }
+    let value = result?;
     match views.iter().position(|v| !v.is_empty()) {
         Some(rank) => Err(CheckpointError::OnRank {
             rank,
             message: String::from_utf8_lossy(&views[rank]).into_owned(),
         }),
-        None => result,
+        None => Ok(value),
     }
 }

@@ -23,13 +23,16 @@ pub fn save<S: ScoringFunction>(
     let comm = model.comm();
     let (rank, world) = (comm.rank(), comm.world());
     let target = dir.join(format!("epoch-{:06}", state.epochs_done));
-    let prepared = if rank == 0 {
-        prepare(&target)
-    } else {
-        Ok(())
-    };
+    let prepared = if rank == 0 { prepare(&target) } else { Ok(()) };
     agree(comm, prepared)?;
-    let run = comm.broadcast(0, if rank == 0 { run_id().into_bytes() } else { Vec::new() })?;
+    let run = comm.broadcast(
+        0,
+        if rank == 0 {
+            run_id().into_bytes()
+        } else {
+            Vec::new()
+        },
+    )?;
     let run = String::from_utf8_lossy(&run).into_owned();
 
     let partition = model.entities().partition();
@@ -116,7 +119,11 @@ fn write_table(
             (name.clone(), view)
         })
         .collect();
-    let holds = if rows.is_some() { "entities" } else { "relations" };
+    let holds = if rows.is_some() {
+        "entities"
+    } else {
+        "relations"
+    };
     let bytes = safetensors::serialize(views, Some(file_metadata(run, holds))).map_err(|e| {
         CheckpointError::Torn {
             file: folder.join(name),

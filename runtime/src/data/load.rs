@@ -152,7 +152,10 @@ impl Dataset {
         let (test_ids, test_unseen) = known(&test);
         Ok(Dataset {
             folder: folder.to_path_buf(),
-            train: train.iter().map(|t| ids(t).expect("built from train")).collect(),
+            train: train
+                .iter()
+                .map(|t| ids(t).expect("built from train"))
+                .collect(),
             valid: valid_ids,
             test: test_ids,
             unseen: Unseen {
@@ -176,7 +179,12 @@ impl Dataset {
     /// A digest of the vocabularies, to tell checkpoints of another data set apart.
     pub fn vocabulary_digest(&self) -> u64 {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for name in self.entities.iter().chain([&String::new()]).chain(&self.relations) {
+        for name in self
+            .entities
+            .iter()
+            .chain([&String::new()])
+            .chain(&self.relations)
+        {
             for b in name.bytes().chain([0]) {
                 h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
             }
@@ -228,7 +236,12 @@ mod tests {
             ("test.txt", ""),
         ]);
         let e = Dataset::load(&dir).unwrap_err().to_string();
-        assert!(e.ends_with("train.txt:2: expected head<TAB>relation<TAB>tail, found 1 tab-separated field"), "{e}");
+        assert!(
+            e.ends_with(
+                "train.txt:2: expected head<TAB>relation<TAB>tail, found 1 tab-separated field"
+            ),
+            "{e}"
+        );
         std::fs::write(dir.join("train.txt"), "a\t\tb\n").unwrap();
         let e = Dataset::load(&dir).unwrap_err().to_string();
         assert!(e.ends_with("train.txt:1: the relation is empty"), "{e}");

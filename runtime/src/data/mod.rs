@@ -20,7 +20,9 @@ pub type Triple = [u32; 3];
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
     /// The folder does not exist or is not a folder.
-    #[error("data set folder {0} does not exist (expected train.txt, valid.txt and test.txt in it)")]
+    #[error(
+        "data set folder {0} does not exist (expected train.txt, valid.txt and test.txt in it)"
+    )]
     MissingFolder(PathBuf),
     /// A split's file is missing.
     #[error("{0} is missing: a data set folder holds train.txt, valid.txt and test.txt")]

@@ -7,7 +7,13 @@
 /// # Panics
 /// If the rows' lengths do not fit the scoring function (`h` and `t` alike, a multiple of
 /// `segments`, and `r` as long as `relation_segments` segments).
-pub fn segment_len(h: &[f64], r: &[f64], t: &[f64], segments: usize, relation_segments: usize) -> usize {
+pub fn segment_len(
+    h: &[f64],
+    r: &[f64],
+    t: &[f64],
+    segments: usize,
+    relation_segments: usize,
+) -> usize {
     let seg = h.len() / segments;
     assert!(
         h.len() == t.len()

@@ -21,8 +21,8 @@ mod train;
 pub use id_lists::IdLists;
 pub use rank::{Direction, RankQueries};
 pub use scoring::{
-    DefineContext, DeviceRows, DeviceTriples, HostGradient, ScoreKernel, ScoreKernels,
-    ScoreLaunch, ScoringFunction, check_dim, kernel_source, relation_dim,
+    DefineContext, DeviceRows, DeviceTriples, HostGradient, ScoreKernel, ScoreKernels, ScoreLaunch,
+    ScoringFunction, check_dim, kernel_source, relation_dim,
 };
 pub use settings::{
     DEFAULT_LR, InitScheme, ModelDefaults, ModelSettings, ModelSpec, OptimizerSettings,

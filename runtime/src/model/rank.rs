@@ -149,9 +149,10 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let triples = self
             .kernels
             .upload_triples(&positions, q.relations, &positions);
-        let mine = self
-            .kernels
-            .read(self.kernels.query(&ent, &self.relation_rows(), &triples)?, n * dim)?;
+        let mine = self.kernels.read(
+            self.kernels.query(&ent, &self.relation_rows(), &triples)?,
+            n * dim,
+        )?;
         let mut all = Vec::with_capacity(total * dim);
         for part in self.comm.all_gather(&to_bytes(&mine))? {
             all.extend(from_bytes::<f32>(&part));
@@ -167,7 +168,15 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             first: 0,
             rows: local,
         };
-        dense.scores(&queries, total, &block, &out, &losses, 1.0, DenseMode::Scores);
+        dense.scores(
+            &queries,
+            total,
+            &block,
+            &out,
+            &losses,
+            1.0,
+            DenseMode::Scores,
+        );
         Ok(self.kernels.read(out, local * total)?)
     }
 
@@ -203,9 +212,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         }
         let ent = self.kernels.upload_f32(rows);
         let triples = self.kernels.upload_triples(&hi, &ri, &ti);
-        let scores = self
-            .kernels
-            .forward(&ent, &self.relation_rows(), &triples);
+        let scores = self.kernels.forward(&ent, &self.relation_rows(), &triples);
         Ok(self.kernels.read(scores, local * total)?)
     }
 }

@@ -28,7 +28,11 @@ pub enum ScoreKernel {
 
 impl ScoreKernel {
     /// Every kernel.
-    pub const ALL: [ScoreKernel; 3] = [ScoreKernel::Forward, ScoreKernel::Backward, ScoreKernel::Query];
+    pub const ALL: [ScoreKernel; 3] = [
+        ScoreKernel::Forward,
+        ScoreKernel::Backward,
+        ScoreKernel::Query,
+    ];
 
     /// Lower-case name.
     pub fn name(self) -> &'static str {

@@ -110,7 +110,10 @@ impl OptimizerSettings {
         let mut out = vec![
             (format!("{table} optimizer"), self.optimizer().to_string()),
             (format!("{table} lr"), self.lr.to_string()),
-            (format!("{table} bias clock"), format!("{:?}", self.bias_clock)),
+            (
+                format!("{table} bias clock"),
+                format!("{:?}", self.bias_clock),
+            ),
             (
                 format!("{table} decoupled weight decay"),
                 self.decoupled_weight_decay.to_string(),

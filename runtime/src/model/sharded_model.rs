@@ -28,7 +28,7 @@ pub struct ShardedModel<'c, S: ScoringFunction> {
 }
 
 /// The seed of the relation table, apart from the entity table's.
-const RELATION_SEED: u64 = 0x5eed_0f_7e1a_7105;
+const RELATION_SEED: u64 = 0x5eed_0f7e_1a71_05ed;
 
 impl<'c, S: ScoringFunction> ShardedModel<'c, S> {
     /// Builds this rank's part of the model on `client` after checking that every rank
@@ -49,12 +49,17 @@ impl<'c, S: ScoringFunction> ShardedModel<'c, S> {
             ("init".into(), format!("{:?}", s.init)),
         ];
         fields.extend(s.relation.describe("relation"));
-        let named: Vec<(&str, String)> = fields.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+        let named: Vec<(&str, String)> = fields
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.clone()))
+            .collect();
         agree_on(comm, &named)?;
         // Every rank has agreed on these, so every rank refuses alike.
         check_dim::<S>(s.dim)?;
         if spec.relations == 0 {
-            return Err(KernelError::InvalidShape("a model needs at least one relation".into()).into());
+            return Err(
+                KernelError::InvalidShape("a model needs at least one relation".into()).into(),
+            );
         }
         let dim = s.dim;
         let entities = ShardedTable::new(
@@ -76,7 +81,8 @@ impl<'c, S: ScoringFunction> ShardedModel<'c, S> {
             .values(0, spec.relations, rdim);
         let mut relations = LocalTable::new(
             client,
-            s.relation.table_config(s.dtype, rdim, s.stochastic_rounding),
+            s.relation
+                .table_config(s.dtype, rdim, s.stochastic_rounding),
             spec.relations,
             &relation_init,
         )?;
@@ -138,7 +144,10 @@ impl<'c, S: ScoringFunction> ShardedModel<'c, S> {
     /// How long compiling the scoring kernels took.
     pub fn jit_time(&self) -> std::time::Duration {
         self.kernels.jit_time()
-            + self.dense.as_ref().map_or(std::time::Duration::ZERO, |d| d.jit_time())
+            + self
+                .dense
+                .as_ref()
+                .map_or(std::time::Duration::ZERO, |d| d.jit_time())
     }
 
     /// Sets both tables' learning rates (a schedule); call it on every rank.

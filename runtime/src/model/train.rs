@@ -5,8 +5,8 @@
 //! the step one rank would take over the whole batch, up to the order of floating-point sums.
 
 use cubecl::bytes::Bytes;
-use rowshard_kernels::kernels::dense::DenseMode;
 use rowshard_kernels::dense_set::TableBlock;
+use rowshard_kernels::kernels::dense::DenseMode;
 
 use super::id_lists::IdLists;
 use super::scoring::ScoringFunction;
@@ -125,7 +125,9 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             .kernels
             .upload_triples(&positions[..n], relations, &positions[n..]);
         let rel = self.relation_rows();
-        let scores = self.kernels.read(self.kernels.forward(&ent, &rel, &triples), n)?;
+        let scores = self
+            .kernels
+            .read(self.kernels.forward(&ent, &rel, &triples), n)?;
         let mut loss = 0.0f64;
         let upstream: Vec<f32> = scores
             .iter()
@@ -205,7 +207,9 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let triples = self
             .kernels
             .upload_triples(&positions[..n], relations, &positions[..n]);
-        let q = self.kernels.read(self.kernels.query(&ent, &rel, &triples)?, n * dim)?;
+        let q = self
+            .kernels
+            .read(self.kernels.query(&ent, &rel, &triples)?, n * dim)?;
         let mut q_all = Vec::with_capacity(total * dim);
         for part in self.comm.all_gather(&to_bytes(&q))? {
             q_all.extend(from_bytes::<f32>(&part));
@@ -249,11 +253,24 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 rows,
             };
             let mode = DenseMode::BinaryCrossEntropy;
-            dense.scores(&queries, total, &block, &targets, &losses, scale as f32, mode);
+            dense.scores(
+                &queries,
+                total,
+                &block,
+                &targets,
+                &losses,
+                scale as f32,
+                mode,
+            );
             dense.table_grad(&queries, total, &block, &targets, &dw);
             dense.query_grad(&targets, &block, &dq, total);
             let units = dense.loss_units(rows);
-            loss += self.kernels.read(losses, units)?.iter().map(|&x| x as f64).sum::<f64>();
+            loss += self
+                .kernels
+                .read(losses, units)?
+                .iter()
+                .map(|&x| x as f64)
+                .sum::<f64>();
             first += rows;
         }
         let dw = self.kernels.read(dw, local * dim)?;

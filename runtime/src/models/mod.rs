@@ -27,7 +27,14 @@ pub trait ModelVisitor {
 }
 
 /// The shipped models' names, as the CLI takes them.
-pub const NAMES: &[&str] = &["distmult", "complex", "transe", "transe-l2", "rotate", "qmult"];
+pub const NAMES: &[&str] = &[
+    "distmult",
+    "complex",
+    "transe",
+    "transe-l2",
+    "rotate",
+    "qmult",
+];
 
 /// Calls `visitor` with the shipped model called `name` — a CLI name or the struct's name, in
 /// any case — or returns `None` for an unknown name.

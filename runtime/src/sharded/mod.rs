@@ -417,11 +417,18 @@ fn describe(spec: &ShardedTableSpec, partition: &Partition) -> Vec<(&'static str
         ("weight dtype", c.weight_dtype.to_string()),
         ("state dtype", c.state_dtype.to_string()),
         ("bias clock", format!("{:?}", c.bias_clock)),
-        ("decoupled weight decay", c.decoupled_weight_decay.to_string()),
+        (
+            "decoupled weight decay",
+            c.decoupled_weight_decay.to_string(),
+        ),
         ("stochastic rounding", c.stochastic_rounding.to_string()),
         ("state location", format!("{:?}", spec.state_location)),
         ("hyper-parameters of", spec.hyper.optimizer().to_string()),
     ];
-    fields.extend(spec.hyper.iter().map(|(name, value)| (name, value.to_string())));
+    fields.extend(
+        spec.hyper
+            .iter()
+            .map(|(name, value)| (name, value.to_string())),
+    );
     fields
 }

@@ -38,7 +38,9 @@ impl KvsAllSet {
         let mut tails = Vec::new();
         for (i, &(h, r, t)) in pairs.iter().enumerate() {
             tails.push(t);
-            let last = pairs.get(i + 1).is_none_or(|&(h2, r2, _)| (h2, r2) != (h, r));
+            let last = pairs
+                .get(i + 1)
+                .is_none_or(|&(h2, r2, _)| (h2, r2) != (h, r));
             if last {
                 set.heads.push(h);
                 set.relations.push(r);

@@ -117,7 +117,8 @@ pub fn evaluate<S: ScoringFunction>(
         let of_direction: Vec<&Query> = all.iter().filter(|q| q.direction == direction).collect();
         let rounds = of_direction.len().div_ceil(batch.max(1));
         for round in 0..rounds {
-            let global = &of_direction[round * batch..((round + 1) * batch).min(of_direction.len())];
+            let global =
+                &of_direction[round * batch..((round + 1) * batch).min(of_direction.len())];
             let mine = &global[share(global.len(), rank, world)];
             let anchors: Vec<u32> = mine.iter().map(|q| q.anchor).collect();
             let rels: Vec<u32> = mine.iter().map(|q| q.relation).collect();

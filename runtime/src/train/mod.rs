@@ -172,7 +172,8 @@ impl<'d> Trainer<'d> {
 
     /// Steps per epoch.
     pub fn steps_per_epoch(&self) -> usize {
-        self.examples_per_epoch().div_ceil(self.config.batch_size.max(1))
+        self.examples_per_epoch()
+            .div_ceil(self.config.batch_size.max(1))
     }
 
     /// Runs the next epoch. A collective.
@@ -202,7 +203,8 @@ impl<'d> Trainer<'d> {
                     let heads: Vec<u32> = mine.iter().map(|&i| set.heads[i as usize]).collect();
                     let relations: Vec<u32> =
                         mine.iter().map(|&i| set.relations[i as usize]).collect();
-                    let lists: Vec<&[u32]> = mine.iter().map(|&i| set.labels.get(i as usize)).collect();
+                    let lists: Vec<&[u32]> =
+                        mine.iter().map(|&i| set.labels.get(i as usize)).collect();
                     let labels = crate::model::IdLists::from_lists(&lists);
                     model.train_step(&TrainBatch::KvsAll {
                         heads: &heads,
@@ -212,7 +214,14 @@ impl<'d> Trainer<'d> {
                     })?
                 }
                 (None, Mode::NegSample { neg_ratio }) => {
-                    let b = NegativeBatch::new(self.data, mine, neg_ratio, c.label_smoothing, c.seed, epoch);
+                    let b = NegativeBatch::new(
+                        self.data,
+                        mine,
+                        neg_ratio,
+                        c.label_smoothing,
+                        c.seed,
+                        epoch,
+                    );
                     model.train_step(&TrainBatch::Triples {
                         heads: &b.heads,
                         relations: &b.relations,
