@@ -3,6 +3,7 @@
 
 pub mod data;
 pub mod equivalence;
+pub mod model_suite;
 pub mod reference;
 pub mod scores;
 pub mod suite;

@@ -1,0 +1,294 @@
+//! Checks of generated models written once and run per runtime: the kernels against the
+//! published formulas and their finite differences, and whole training steps against the same
+//! step computed on the host.
+
+// Element loops index rows and gradients together, as the formulas do.
+#![allow(clippy::needless_range_loop)]
+
+use rowshard::comm::{Communicator, threads};
+use rowshard::error::ShardError;
+use rowshard::model::{
+    HostGradient, InitScheme, ModelSettings, ModelSpec, OptimizerSettings, ScoreKernels,
+    ScoringFunction, relation_dim,
+};
+use rowshard::partition::PartitionScheme;
+use rowshard::train::batches::share;
+use rowshard::{IdLists, ShardedModel, TrainBatch};
+use rowshard_kernels::{Backend, DType, Optimizer};
+
+use crate::data::Rng;
+use crate::scores::{Score, finite_differences};
+
+/// Triples per kernel check.
+const TRIPLES: usize = 7;
+/// Entity row length of the checks.
+const DIM: usize = 16;
+
+fn close(what: &str, got: f64, want: f64, tol: f64) {
+    assert!(
+        (got - want).abs() <= tol * (1.0 + want.abs()),
+        "{what}: got {got}, want {want}"
+    );
+}
+
+/// Checks `S`'s generated kernels on `backend` (rows stored as `dtype`) and its host functions
+/// against `reference` and its finite differences.
+pub fn check_model<S: ScoringFunction>(backend: Backend, dtype: DType, reference: Score) {
+    let client = backend.client().unwrap();
+    let rdim = relation_dim::<S>(DIM);
+    let kernels = ScoreKernels::<S>::new(&client, DIM, dtype, dtype).unwrap();
+    let mut rng = Rng::new(11);
+    // Five entity rows and three relation rows, shared between the triples.
+    // Rows exactly representable in `dtype`, so the kernels and the reference see the same values.
+    let ent: Vec<f32> = rng
+        .values(5 * DIM, -1.0, 1.0)
+        .into_iter()
+        .map(|x| dtype.round(x))
+        .collect();
+    let rel: Vec<f32> = rng
+        .values(3 * rdim, -1.0, 1.0)
+        .into_iter()
+        .map(|x| dtype.round(x))
+        .collect();
+    let hi: Vec<u32> = (0..TRIPLES).map(|_| rng.below(5)).collect();
+    let ri: Vec<u32> = (0..TRIPLES).map(|_| rng.below(3)).collect();
+    let ti: Vec<u32> = (0..TRIPLES).map(|_| rng.below(5)).collect();
+    let upstream: Vec<f32> = rng.values(TRIPLES, -2.0, 2.0);
+    let ent_dev = kernels.upload_rows(&ent, dtype);
+    let rel_dev = kernels.upload_rows(&rel, dtype);
+    let triples = kernels.upload_triples(&hi, &ri, &ti);
+    let scores = kernels
+        .read(kernels.forward(&ent_dev, &rel_dev, &triples), TRIPLES)
+        .unwrap();
+    let up = client.create(cubecl::bytes::Bytes::from_elems(upstream.clone()));
+    let [dh, dr, dt] = kernels.backward(&ent_dev, &rel_dev, &triples, &up);
+    let dh = kernels.read(dh, TRIPLES * DIM).unwrap();
+    let dr = kernels.read(dr, TRIPLES * rdim).unwrap();
+    let dt = kernels.read(dt, TRIPLES * DIM).unwrap();
+    let q = S::TAIL_LINEAR.is_ok().then(|| {
+        kernels
+            .read(
+                kernels.query(&ent_dev, &rel_dev, &triples).unwrap(),
+                TRIPLES * DIM,
+            )
+            .unwrap()
+    });
+    let row = |v: &[f32], i: u32, w: usize| -> Vec<f64> {
+        v[i as usize * w..][..w].iter().map(|&x| x as f64).collect()
+    };
+    for k in 0..TRIPLES {
+        let (h, r, t) = (
+            row(&ent, hi[k], DIM),
+            row(&rel, ri[k], rdim),
+            row(&ent, ti[k], DIM),
+        );
+        let name = format!("{} {backend} {dtype} triple {k}", S::NAME);
+        let want = reference(&h, &r, &t);
+        close(&format!("{name} forward"), scores[k] as f64, want, 1e-5);
+        close(
+            &format!("{name} host score"),
+            S::score_host(&h, &r, &t),
+            want,
+            1e-12,
+        );
+        let fd = finite_differences(reference, &h, &r, &t);
+        let HostGradient {
+            head,
+            relation,
+            tail,
+            score,
+        } = S::gradient_host(&h, &r, &t);
+        close(&format!("{name} host gradient's score"), score, want, 1e-12);
+        let u = upstream[k] as f64;
+        for (which, (kernel, host, fd, w)) in [
+            ("head", (&dh, &head, &fd[0], DIM)),
+            ("relation", (&dr, &relation, &fd[1], rdim)),
+            ("tail", (&dt, &tail, &fd[2], DIM)),
+        ] {
+            for i in 0..w {
+                let at = format!("{name} ∂/∂{which}[{i}]");
+                close(&format!("{at} host"), host[i], fd[i], 1e-6);
+                close(
+                    &format!("{at} kernel"),
+                    kernel[k * w + i] as f64,
+                    u * fd[i],
+                    1e-4,
+                );
+            }
+        }
+        if let Some(q) = &q {
+            let qt: f64 = (0..DIM).map(|i| q[k * DIM + i] as f64 * t[i]).sum();
+            close(&format!("{name} ⟨q, t⟩"), qt, want, 1e-5);
+        }
+    }
+}
+
+const ENTITIES: usize = 20;
+const RELATIONS: usize = 3;
+const STEP_DIM: usize = 8;
+const LR: f64 = 0.5;
+
+/// Small tables trained with SGD (so a step is easy to compute on the host).
+pub fn sgd_spec() -> ModelSpec {
+    let mut settings = ModelSettings::new(STEP_DIM, DType::F32);
+    settings.entity = OptimizerSettings::new(Optimizer::Sgd).with_lr(LR);
+    settings.relation = OptimizerSettings::new(Optimizer::Sgd).with_lr(LR);
+    settings.init = InitScheme::Normal { std: 0.5 };
+    settings.partition = PartitionScheme::RoundRobin { block: 1 };
+    ModelSpec {
+        entities: ENTITIES,
+        relations: RELATIONS,
+        settings,
+        seed: 3,
+    }
+}
+
+/// Entity and relation tables after `step` on `world` ranks (from rank 0), and before it.
+type Tables = (Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>);
+
+fn run_step<S: ScoringFunction>(
+    backend: Backend,
+    world: usize,
+    step: impl Fn(&mut ShardedModel<'_, S>, usize, usize) -> Result<(), ShardError> + Sync,
+) -> Tables {
+    let spec = sgd_spec();
+    let results = threads::run(world, |comm| -> Result<_, ShardError> {
+        let client = backend.client()?;
+        let mut model = ShardedModel::<S>::new(comm, &client, &spec)?;
+        let e0 = model.entities().gather_to_root(0, 7)?;
+        let r0 = model.relations().weights()?;
+        step(&mut model, comm.rank(), world)?;
+        let e1 = model.entities().gather_to_root(0, 7)?;
+        let r1 = model.relations().weights()?;
+        Ok((e0, r0, e1, r1))
+    });
+    let mut out = None;
+    let mut relations = Vec::new();
+    for r in results {
+        let (e0, r0, e1, r1) = r.unwrap();
+        relations.push(r1.clone());
+        if let (Some(e0), Some(e1)) = (e0, e1) {
+            out = Some((e0, r0, e1, r1));
+        }
+    }
+    assert!(
+        relations.windows(2).all(|w| w[0] == w[1]),
+        "relation replicas differ between ranks"
+    );
+    out.unwrap()
+}
+
+fn row(v: &[f32], i: u32, w: usize) -> Vec<f64> {
+    v[i as usize * w..][..w].iter().map(|&x| x as f64).collect()
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+fn assert_tables(what: &str, got: &[f32], want: &[f64]) {
+    assert_eq!(got.len(), want.len());
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g as f64 - w).abs() <= 2e-5 * (1.0 + w.abs()),
+            "{what}[{i}]: got {g}, want {w}"
+        );
+    }
+}
+
+/// The global batch of scored triples used by the triples test (duplicates included).
+fn triple_batch() -> (Vec<u32>, Vec<u32>, Vec<u32>, Vec<f32>) {
+    let heads = vec![0, 3, 5, 0, 7, 19, 3, 11];
+    let relations = vec![0, 1, 2, 0, 1, 2, 2, 0];
+    let tails = vec![1, 4, 5, 9, 0, 2, 4, 18];
+    let targets = vec![1.0, 0.0, 1.0, 0.0, 0.9, 0.1, 1.0, 0.0];
+    (heads, relations, tails, targets)
+}
+
+/// One SGD step on scored triples over 1, 2 and 3 ranks of `backend` equals the host's step.
+pub fn check_triples_step<S: ScoringFunction>(backend: Backend, reference: Score) {
+    let (heads, relations, tails, targets) = triple_batch();
+    let n = heads.len();
+    for world in [1, 2, 3] {
+        let (e0, r0, e1, r1) = run_step::<S>(backend, world, |model, rank, world| {
+            let mine = share(n, rank, world);
+            model
+                .train_step(&TrainBatch::Triples {
+                    heads: &heads[mine.clone()],
+                    relations: &relations[mine.clone()],
+                    tails: &tails[mine.clone()],
+                    targets: &targets[mine],
+                })
+                .map(|_| ())
+        });
+        let rdim = r0.len() / RELATIONS;
+        let mut e_want: Vec<f64> = e0.iter().map(|&x| x as f64).collect();
+        let mut r_want: Vec<f64> = r0.iter().map(|&x| x as f64).collect();
+        for k in 0..n {
+            let (h, r, t) = (
+                row(&e0, heads[k], STEP_DIM),
+                row(&r0, relations[k], rdim),
+                row(&e0, tails[k], STEP_DIM),
+            );
+            let g = (sigmoid(reference(&h, &r, &t)) - targets[k] as f64) / n as f64;
+            let [dh, dr, dt] = finite_differences(reference, &h, &r, &t);
+            for i in 0..STEP_DIM {
+                e_want[heads[k] as usize * STEP_DIM + i] -= LR * g * dh[i];
+                e_want[tails[k] as usize * STEP_DIM + i] -= LR * g * dt[i];
+            }
+            for i in 0..rdim {
+                r_want[relations[k] as usize * rdim + i] -= LR * g * dr[i];
+            }
+        }
+        let what = format!("{} triples, {world} ranks", S::NAME);
+        assert_tables(&format!("{what}: entities"), &e1, &e_want);
+        assert_tables(&format!("{what}: relations"), &r1, &r_want);
+    }
+}
+
+/// One SGD KvsAll step over 1, 2 and 3 ranks of `backend` equals the host's step.
+pub fn check_kvsall_step<S: ScoringFunction>(backend: Backend, reference: Score) {
+    let heads = [0, 4, 4, 13, 19];
+    let relations = [1, 0, 2, 2, 1];
+    let labels = IdLists::from_lists(&[vec![2, 3], vec![5], vec![0, 19, 7], vec![], vec![19]]);
+    let smoothing = 0.1f32;
+    let n = heads.len();
+    for world in [1, 2, 3] {
+        let (e0, r0, e1, r1) = run_step::<S>(backend, world, |model, rank, world| {
+            let mine = share(n, rank, world);
+            let lists: Vec<&[u32]> = mine.clone().map(|i| labels.get(i)).collect();
+            model
+                .train_step(&TrainBatch::KvsAll {
+                    heads: &heads[mine.clone()],
+                    relations: &relations[mine],
+                    labels: &IdLists::from_lists(&lists),
+                    smoothing,
+                })
+                .map(|_| ())
+        });
+        let rdim = r0.len() / RELATIONS;
+        let mut e_want: Vec<f64> = e0.iter().map(|&x| x as f64).collect();
+        let mut r_want: Vec<f64> = r0.iter().map(|&x| x as f64).collect();
+        let scale = 1.0 / (n * ENTITIES) as f64;
+        for b in 0..n {
+            let (h, r) = (row(&e0, heads[b], STEP_DIM), row(&r0, relations[b], rdim));
+            for e in 0..ENTITIES as u32 {
+                let t = row(&e0, e, STEP_DIM);
+                let label = labels.get(b).contains(&e) as u8 as f64;
+                let y = (1.0 - smoothing as f64) * label + smoothing as f64 / ENTITIES as f64;
+                let g = (sigmoid(reference(&h, &r, &t)) - y) * scale;
+                let [dh, dr, dt] = finite_differences(reference, &h, &r, &t);
+                for i in 0..STEP_DIM {
+                    e_want[heads[b] as usize * STEP_DIM + i] -= LR * g * dh[i];
+                    e_want[e as usize * STEP_DIM + i] -= LR * g * dt[i];
+                }
+                for i in 0..rdim {
+                    r_want[relations[b] as usize * rdim + i] -= LR * g * dr[i];
+                }
+            }
+        }
+        let what = format!("{} KvsAll, {world} ranks", S::NAME);
+        assert_tables(&format!("{what}: entities"), &e1, &e_want);
+        assert_tables(&format!("{what}: relations"), &r1, &r_want);
+    }
+}

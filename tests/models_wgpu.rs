@@ -1,0 +1,24 @@
+//! The generated model kernels and training steps on the `wgpu` runtime (Vulkan; Mesa lavapipe
+//! without a GPU): the same checks as on `cpu` (`model_suite.rs`), with rows in f32 and f16.
+
+use rowshard::models::{ComplEx, DistMult, QMult, RotatE, TransE};
+use rowshard_kernels::{Backend, DType};
+use rowshard_tests::model_suite::{check_kvsall_step, check_model, check_triples_step};
+use rowshard_tests::scores;
+
+#[test]
+fn generated_kernels_match_their_formulas_on_wgpu() {
+    for dtype in [DType::F32, DType::F16] {
+        check_model::<DistMult>(Backend::Wgpu, dtype, scores::distmult);
+        check_model::<ComplEx>(Backend::Wgpu, dtype, scores::complex);
+    }
+    check_model::<TransE>(Backend::Wgpu, DType::F32, scores::transe);
+    check_model::<RotatE>(Backend::Wgpu, DType::F32, scores::rotate);
+    check_model::<QMult>(Backend::Wgpu, DType::F32, scores::qmult);
+}
+
+#[test]
+fn training_steps_equal_the_host_steps_on_wgpu() {
+    check_triples_step::<RotatE>(Backend::Wgpu, scores::rotate);
+    check_kvsall_step::<ComplEx>(Backend::Wgpu, scores::complex);
+}
