@@ -1,5 +1,6 @@
 //! The `rowshard` command.
 
+mod alloc;
 mod bench;
 mod cli;
 mod demo;
@@ -10,11 +11,10 @@ mod train;
 
 use clap::Parser;
 
-/// mimalloc keeps freed large buffers mapped: the per-step buffers of a sharded step are tens of
-/// MiB, and glibc's allocator returns such buffers to the OS on free, so every step paid the page
-/// faults of touching them again.
+/// The system allocator, or mimalloc with `ROWSHARD_ALLOCATOR=mimalloc`; large allocations are
+/// counted for the benchmarks.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: alloc::Allocator = alloc::Allocator;
 
 fn main() {
     if let Err(e) = cli::run(cli::Cli::parse()) {

@@ -149,21 +149,25 @@ impl KernelSet {
             self.client
                 .create(Bytes::from_bytes_vec(vec![0u8; len * dtype.size()]))
         };
-        Ok(TableBuffers {
-            weights: self
-                .client
-                .create(Bytes::from_bytes_vec(self.config.weight_dtype.encode(init))),
-            state_a: zeros(state_len(0).max(1), self.config.state_dtype),
-            state_b: zeros(state_len(1).max(1), self.config.state_dtype),
-            row_state: zeros(
-                if spec.row_state().is_some() {
-                    rows.max(1)
-                } else {
-                    1
-                },
-                DType::F32,
-            ),
-        })
+        // Exact-fit, persistent memory: a table lives as long as the process, and allocated in
+        // the runtime's ordinary pools it would size the pages of every later per-step buffer
+        // (they are carved from pages as large as the largest allocation seen).
+        let weights = Bytes::from_bytes_vec(self.config.weight_dtype.encode(init));
+        Ok(self
+            .client
+            .memory_persistent_allocation(weights, |weights| TableBuffers {
+                weights: self.client.create(weights),
+                state_a: zeros(state_len(0).max(1), self.config.state_dtype),
+                state_b: zeros(state_len(1).max(1), self.config.state_dtype),
+                row_state: zeros(
+                    if spec.row_state().is_some() {
+                        rows.max(1)
+                    } else {
+                        1
+                    },
+                    DType::F32,
+                ),
+            }))
     }
 
     /// Enqueues `out[i] = weights[rows[i]]` for `n` rows. The caller has checked every row.

@@ -12,6 +12,7 @@ pub mod runtime;
 pub mod segments;
 pub mod shape;
 pub mod source;
+pub mod upload;
 
 pub use dense_set::DenseKernels;
 pub use kernel_set::KernelSet;
@@ -23,6 +24,7 @@ pub use rowshard_table::{
 };
 pub use runtime::Backend;
 pub use segments::Segments;
+pub use upload::UploadPool;
 
 #[doc(hidden)]
 pub mod __private {

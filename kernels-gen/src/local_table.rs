@@ -6,6 +6,7 @@ use cubecl::server::Handle;
 
 use crate::element::runtime_error;
 use crate::kernel_set::{DeviceStep, KernelSet, TableBuffers};
+use crate::upload::UploadPool;
 use crate::{DType, HyperParams, KernelError, Segments, StateShape, TableConfig};
 
 /// One of a table's device buffers.
@@ -71,6 +72,7 @@ pub struct LocalTable {
     seed: u32,
     non_finite: NonFinitePolicy,
     skipped: u64,
+    uploads: UploadPool,
 }
 
 impl LocalTable {
@@ -106,6 +108,7 @@ impl LocalTable {
             seed: 0,
             non_finite: NonFinitePolicy::Reject,
             skipped: 0,
+            uploads: UploadPool::default(),
         })
     }
 
@@ -198,16 +201,42 @@ impl LocalTable {
 
     /// [`LocalTable::gather`] in the storage dtype's little-endian bytes, as sent between ranks.
     pub fn gather_raw(&self, rows: &[u32]) -> Result<Vec<u8>, KernelError> {
+        let mut out = Vec::new();
+        self.gather_raw_into(rows, &mut out)?;
+        Ok(out)
+    }
+
+    /// Appends the rows `rows` to `out` in the storage dtype's little-endian bytes; reuses the
+    /// upload and device buffers of earlier calls.
+    pub fn gather_raw_into(&self, rows: &[u32], out: &mut Vec<u8>) -> Result<(), KernelError> {
+        self.gather_with(rows, |bytes| out.extend_from_slice(bytes))
+    }
+
+    /// Gathers the rows `rows` and hands their storage-dtype bytes to `f` (on the `cpu` runtime
+    /// a view of device memory: no copy before `f`'s).
+    pub fn gather_with<R>(
+        &self,
+        rows: &[u32],
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, KernelError> {
         self.check_rows(rows)?;
         if rows.is_empty() {
-            return Ok(Vec::new());
+            return Ok(f(&[]));
         }
         let client = self.kernels.client();
         let dtype = self.config().weight_dtype;
-        let ids = client.create(Bytes::from_elems(rows.to_vec()));
-        let out = client.empty(rows.len() * self.dim() * dtype.size());
-        self.kernels.gather(self.buffers(), &ids, rows.len(), &out);
-        Ok(client.read_one(out).map_err(runtime_error)?.to_vec())
+        let ids = client.create(self.uploads.bytes_of(rows));
+        let device_out = client.empty(rows.len() * self.dim() * dtype.size());
+        self.kernels
+            .gather(self.buffers(), &ids, rows.len(), &device_out);
+        let bytes = client.read_one(device_out).map_err(runtime_error)?;
+        Ok(f(&bytes))
+    }
+
+    /// The pool the table's uploads come from: fill a buffer from it for
+    /// [`LocalTable::apply_grouped`].
+    pub fn uploads(&self) -> &UploadPool {
+        &self.uploads
     }
 
     /// Applies one optimizer step: `grads` holds one `dim`-row per entry of `ids`; duplicate ids
@@ -236,7 +265,9 @@ impl LocalTable {
             }
             self.skipped += bad.len() as u64;
         }
-        self.apply_grouped(&segments, grads.to_vec(), &params)
+        let mut staged = self.uploads.take(std::mem::size_of_val(grads));
+        staged.extend_from_slice(bytemuck::cast_slice(grads));
+        self.apply_grouped(&segments, staged, &params)
     }
 
     /// Input positions whose gradient row is not finite; an error under `Reject`.
@@ -258,21 +289,23 @@ impl LocalTable {
     }
 
     /// Runs the fused update for already grouped, already checked inputs. `grads` holds the
-    /// gradient rows the segments' `order` points into.
+    /// gradient rows the segments' `order` points into, as `f32` little-endian bytes, in a
+    /// buffer from [`LocalTable::uploads`] (it goes back there once uploaded).
     pub fn apply_grouped(
         &mut self,
         segments: &Segments,
-        grads: Vec<f32>,
+        grads: Vec<u8>,
         params: &[f32],
     ) -> Result<(), KernelError> {
         let client = self.kernels.client();
-        let inputs = grads.len() / self.dim();
+        let inputs = grads.len() / (4 * self.dim());
+        let pool = &self.uploads;
         let step = DeviceStep {
-            rows: client.create(Bytes::from_elems(segments.rows.clone())),
-            offsets: client.create(Bytes::from_elems(segments.offsets.clone())),
-            order: client.create(Bytes::from_elems(segments.order.clone())),
-            grads: client.create(Bytes::from_elems(grads)),
-            params: client.create(Bytes::from_elems(params.to_vec())),
+            rows: client.create(pool.bytes_of(&segments.rows)),
+            offsets: client.create(pool.bytes_of(&segments.offsets)),
+            order: client.create(pool.bytes_of(&segments.order)),
+            grads: client.create(pool.bytes(grads)),
+            params: client.create(pool.bytes_of(params)),
             unique: segments.len(),
             inputs,
         };

@@ -45,7 +45,7 @@ pub use model::{
 };
 pub use partition::{Partition, PartitionScheme};
 pub use rowshard_kernels as kernels;
-pub use sharded::{ShardedTable, ShardedTableSpec, StateLocation};
+pub use sharded::{Phase, RowElement, ShardedTable, ShardedTableSpec, StateLocation};
 
 /// What the macros' output reaches the runtime through; not a public API.
 #[doc(hidden)]

@@ -10,7 +10,7 @@ use rowshard::comm::{Communicator, threads};
 use rowshard::error::ShardError;
 use rowshard::init::{Initializer, SplitMix64};
 use rowshard::partition::PartitionScheme;
-use rowshard::sharded::{ShardedTable, ShardedTableSpec, StateLocation};
+use rowshard::sharded::{Phase, RowElement, ShardedTable, ShardedTableSpec, StateLocation};
 
 /// How a batch's ids are drawn.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -102,12 +102,16 @@ pub struct CaseResult {
     pub unique: usize,
     /// Share of the rows applied that the busiest rank applied.
     pub busiest: f64,
-    /// Route / gather / apply time per step on rank 0.
-    pub split: [Duration; 3],
+    /// Time per step on rank 0, by phase (`Phase::ALL` order).
+    pub split: [Duration; 7],
     /// Bytes the kernels must move per step (gather + fused Adam, all ranks).
     pub kernel_bytes: f64,
-    /// Resident memory while the case's tables were alive, GiB (all ranks).
-    pub rss_gib: f64,
+    /// Peak resident memory over the timed steps, GiB (the process: all thread ranks).
+    pub peak_gib: f64,
+    /// What the peak may be: shards and optimizer states plus three times the batch's rows, GiB.
+    pub budget_gib: f64,
+    /// Allocations of at least 64 KiB per timed step (the process).
+    pub allocations: f64,
 }
 
 /// The workload's sizes.
@@ -134,41 +138,63 @@ pub struct RankFigures {
     pub unique: usize,
     /// Rows this rank's shard applied over the timed steps.
     pub applied: u64,
-    /// Route / gather / apply time per step.
-    pub split: [Duration; 3],
-    /// Resident memory of this process while the tables were alive, GiB.
-    pub rss_gib: f64,
+    /// Time per step, by phase.
+    pub split: [Duration; 7],
+    /// Peak resident memory of this process over the timed steps, GiB.
+    pub peak_gib: f64,
+    /// Large allocations of this process per timed step.
+    pub allocations: f64,
 }
 
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 impl RankFigures {
-    fn encode(&self) -> [u64; 7] {
+    fn encode(&self) -> [u64; 12] {
         let ns = |d: Duration| d.as_nanos() as u64;
-        [
-            ns(self.step),
-            self.unique as u64,
-            self.applied,
-            ns(self.split[0]),
-            ns(self.split[1]),
-            ns(self.split[2]),
-            self.rss_gib.to_bits(),
-        ]
+        let mut w = [0u64; 12];
+        w[0] = ns(self.step);
+        w[1] = self.unique as u64;
+        w[2] = self.applied;
+        for (k, d) in self.split.iter().enumerate() {
+            w[3 + k] = ns(*d);
+        }
+        w[10] = self.peak_gib.to_bits();
+        w[11] = self.allocations.to_bits();
+        w
     }
 
     fn decode(w: &[u64]) -> Self {
         let d = Duration::from_nanos;
+        let mut split = [Duration::ZERO; 7];
+        for (k, s) in split.iter_mut().enumerate() {
+            *s = d(w[3 + k]);
+        }
         Self {
             step: d(w[0]),
             unique: w[1] as usize,
             applied: w[2],
-            split: [d(w[3]), d(w[4]), d(w[5])],
-            rss_gib: f64::from_bits(w[6]),
+            split,
+            peak_gib: f64::from_bits(w[10]),
+            allocations: f64::from_bits(w[11]),
         }
     }
 }
 
 /// One rank's part of a case.
 pub fn run_rank(
+    comm: &dyn Communicator,
+    workload: &Workload,
+    case: &Case,
+) -> Result<RankFigures, ShardError> {
+    match case.dtype {
+        DType::F32 => run_rank_as::<f32>(comm, workload, case),
+        DType::F16 => run_rank_as::<half::f16>(comm, workload, case),
+        DType::BF16 => run_rank_as::<half::bf16>(comm, workload, case),
+    }
+}
+
+/// The steps with rows and gradients held as `T` (the storage dtype), in buffers reused from
+/// step to step as a training loop would.
+fn run_rank_as<T: RowElement>(
     comm: &dyn Communicator,
     workload: &Workload,
     case: &Case,
@@ -191,34 +217,55 @@ pub fn run_rank(
     let batches: Vec<Vec<u32>> = (0..=workload.steps)
         .map(|_| sampler.sample(per_rank))
         .collect();
+    let unique = rowshard_kernels::Segments::group(&batches[workload.steps]).len();
+    let mut rows = vec![T::default(); per_rank * workload.dim];
+    let mut grads = vec![T::default(); per_rank * workload.dim];
     let mut times = Vec::new();
-    let mut unique = 0;
+    let mut allocations = 0;
     for (i, ids) in batches.iter().enumerate() {
         if i == 1 {
             table.reset_timings();
+            comm.barrier()?;
+            reset_peak_memory();
+            allocations = crate::alloc::large_allocations();
         }
         comm.barrier()?;
         let start = Instant::now();
-        let rows = table.lookup(ids)?;
+        table.lookup_into(ids, &mut rows)?;
         // Backward stand-in: a gradient proportional to the looked-up rows.
-        let grads: Vec<f32> = rows.iter().map(|&x| 0.01 * x + 1e-4).collect();
-        table.apply_gradients(ids, &grads, 0.01)?;
+        for (g, r) in grads.iter_mut().zip(&rows) {
+            *g = T::from_f32(0.01 * r.to_f32() + 1e-4);
+        }
+        table.apply_gradients_as(ids, &grads, 0.01)?;
         comm.barrier()?;
         if i > 0 {
             times.push(start.elapsed());
-            unique = rowshard_kernels::Segments::group(ids).len();
         }
     }
+    let steps = workload.steps.max(1);
+    let allocations = (crate::alloc::large_allocations() - allocations) as f64 / steps as f64;
     times.sort();
     let t = table.timings();
-    let steps = workload.steps.max(1) as u32;
+    let split = Phase::ALL.map(|p| t.get(p) / steps as u32);
     Ok(RankFigures {
         step: times[times.len() / 2],
         unique,
         applied: table.rows_applied(),
-        split: [t.route() / steps, t.gather() / steps, t.apply() / steps],
-        rss_gib: resident_gib(),
+        split,
+        peak_gib: peak_gib(),
+        allocations,
     })
+}
+
+/// Makes the kernel forget the process's peak resident memory (Linux), so `peak_gib` measures
+/// from here.
+fn reset_peak_memory() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// The process's peak resident memory since the last reset, GiB (Linux; 0 elsewhere).
+pub fn peak_gib() -> f64 {
+    status_gib("VmHWM:")
 }
 
 /// Runs one case on the ranks of `comm` (an MPI job, say); rank 0 gets the result.
@@ -235,8 +282,9 @@ pub fn run_case_on(
         .map(|b| RankFigures::decode(&rowshard::comm::from_bytes::<u64>(b)))
         .collect();
     let mut result = summarise(workload, case, &figures);
-    // Separate processes: their memory adds up.
-    result.rss_gib = figures.iter().map(|f| f.rss_gib).sum();
+    // Separate processes: their memory and allocations add up.
+    result.peak_gib = figures.iter().map(|f| f.peak_gib).sum();
+    result.allocations = figures.iter().map(|f| f.allocations).sum();
     Ok((comm.rank() == 0).then_some(result))
 }
 
@@ -258,6 +306,11 @@ pub fn summarise(workload: &Workload, case: &Case, results: &[RankFigures]) -> C
     // Gather: read + write each unique row; Adam: weights, m, v read + written, gradients read.
     let kernel_bytes =
         unique as f64 * (2.0 * row + 2.0 * row + 4.0 * state) + (unique * workload.dim * 4) as f64;
+    let gib = (1u64 << 30) as f64;
+    // Weights, Adam's m and v (f32) and its per-row step; rows and gradients of the batch three
+    // times over.
+    let table = workload.rows as f64 * (row + 2.0 * state + 4.0);
+    let batch = workload.batch as f64 * row;
     CaseResult {
         case: case.clone(),
         step: results[0].step,
@@ -266,75 +319,92 @@ pub fn summarise(workload: &Workload, case: &Case, results: &[RankFigures]) -> C
         busiest,
         split: results[0].split,
         kernel_bytes,
-        rss_gib: results[0].rss_gib,
+        peak_gib: results[0].peak_gib,
+        budget_gib: (table + 3.0 * batch) / gib,
+        allocations: results[0].allocations,
     }
 }
 
-/// The process's resident memory, GiB (Linux; 0 elsewhere).
-pub fn resident_gib() -> f64 {
+/// A field of /proc/self/status in GiB (Linux; 0 elsewhere).
+fn status_gib(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
         })
         .map_or(0.0, |kib| kib / (1024.0 * 1024.0))
 }
 
+/// The process's resident memory, GiB (Linux; 0 elsewhere).
+pub fn resident_gib() -> f64 {
+    status_gib("VmRSS:")
+}
+
 /// Prints the header of the results table.
 pub fn print_header(workload: &Workload, copy: &CopyBandwidth, transport: &str) {
     println!(
-        "rowshard bench: {} rows x {} dim, global batch {} ids, fused Adam, {} runtime, {transport} ranks, median of {} steps",
-        workload.rows, workload.dim, workload.batch, workload.backend, workload.steps
+        "rowshard bench: {} rows x {} dim, global batch {} ids, fused Adam, {} runtime, {transport} ranks, \
+         {} allocator, median of {} steps",
+        workload.rows,
+        workload.dim,
+        workload.batch,
+        workload.backend,
+        crate::alloc::name(),
+        workload.steps
     );
     println!(
         "copy bandwidth (read+write): {:.1} GB/s on 1 thread, {:.1} GB/s on {} threads",
         copy.one_thread, copy.all_threads, copy.threads
     );
     println!(
-        "{:>5} {:<5} {:<9} {:<12} {:>8} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8} {:>6}",
-        "ranks",
-        "dtype",
-        "ids",
-        "partition",
-        "steps/s",
-        "M lookups/s",
-        "M unique/s",
-        "route",
-        "gather",
-        "apply",
-        "busiest",
-        "GB/s",
-        "of copy",
-        "RSS"
+        "per step on rank 0: {}; allocs = allocations of 64 KiB or more per step (process); \
+         peak = resident memory over the timed steps against shards + states + 3x the batch's rows",
+        Phase::ALL.map(|p| p.name()).join(", ")
+    );
+    print!(
+        "{:>5} {:<5} {:<9} {:<6} {:>11} {:>10}",
+        "ranks", "dtype", "ids", "part", "M lookups/s", "M uniq/s"
+    );
+    for p in Phase::ALL {
+        print!(" {:>8}", p.name());
+    }
+    println!(
+        " {:>7} {:>6} {:>7} {:>7} {:>6} {:>13}",
+        "busiest", "GB/s", "of copy", "steps/s", "allocs", "peak / budget"
     );
 }
 
 /// Prints one result row.
 pub fn print_row(r: &CaseResult, copy: &CopyBandwidth) {
     let s = r.step.as_secs_f64();
-    let ms = |d: Duration| format!("{:.1}ms", d.as_secs_f64() * 1e3);
+    let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1e3);
     let gbs = r.kernel_bytes / s / 1e9;
     let scheme = match &r.case.scheme {
         PartitionScheme::RoundRobin { block } => format!("rr({block})"),
         other => other.name().to_string(),
     };
-    println!(
-        "{:>5} {:<5} {:<9} {:<12} {:>8.2} {:>11.3} {:>11.3} {:>8} {:>8} {:>8} {:>7.0}% {:>7.2} {:>7.1}% {:>5.1}G",
+    print!(
+        "{:>5} {:<5} {:<9} {:<6} {:>11.3} {:>10.3}",
         r.case.world,
         r.case.dtype.name(),
         r.case.ids.name(),
         scheme,
-        1.0 / s,
         r.batch as f64 / s / 1e6,
         r.unique as f64 / s / 1e6,
-        ms(r.split[0]),
-        ms(r.split[1]),
-        ms(r.split[2]),
+    );
+    for d in r.split {
+        print!(" {:>8}", ms(d));
+    }
+    println!(
+        " {:>6.0}% {:>6.2} {:>6.1}% {:>7.2} {:>6.1} {:>5.2}/{:<5.2}G",
         100.0 * r.busiest,
         gbs,
         100.0 * gbs / copy.all_threads,
-        r.rss_gib
+        1.0 / s,
+        r.allocations,
+        r.peak_gib,
+        r.budget_gib
     );
 }

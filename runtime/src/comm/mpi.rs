@@ -16,7 +16,18 @@ use super::{CommError, Communicator};
 /// uses MPI.
 pub struct MpiComm {
     world: SimpleCommunicator,
+    buffers: std::cell::RefCell<Buffers>,
     _universe: Universe,
+}
+
+/// What `all_to_all_v` keeps between calls, so a steady state of exchanges allocates nothing:
+/// the contiguous send and receive buffers MPI needs, and spare vectors for the received parts
+/// (the caller's sent vectors, recycled).
+#[derive(Default)]
+struct Buffers {
+    flat: Vec<u8>,
+    recv: Vec<u8>,
+    spare: Vec<Vec<u8>>,
 }
 
 impl MpiComm {
@@ -34,6 +45,7 @@ impl MpiComm {
         }));
         Ok(Self {
             world: universe.world(),
+            buffers: Default::default(),
             _universe: universe,
         })
     }
@@ -54,18 +66,6 @@ impl MpiComm {
             .scan(0, |at, &c| Some(std::mem::replace(at, *at + c)))
             .collect()
     }
-
-    fn split(buffer: &[u8], counts: &[Count]) -> Vec<Vec<u8>> {
-        let mut at = 0;
-        counts
-            .iter()
-            .map(|&c| {
-                let part = buffer[at..at + c as usize].to_vec();
-                at += c as usize;
-                part
-            })
-            .collect()
-    }
 }
 
 impl Communicator for MpiComm {
@@ -82,17 +82,40 @@ impl Communicator for MpiComm {
         let mut recv_counts = vec![0 as Count; self.world()];
         self.world
             .all_to_all_into(&send_counts[..], &mut recv_counts[..]);
-        let flat = padded(send.concat());
-        let mut recv = padded(vec![0u8; recv_counts.iter().map(|&c| c as usize).sum()]);
+        let buffers = &mut *self.buffers.borrow_mut();
+        buffers.flat.clear();
+        for part in send {
+            buffers.flat.extend_from_slice(&part);
+            buffers.spare.push(part);
+        }
+        pad(&mut buffers.flat);
+        let total: usize = recv_counts.iter().map(|&c| c as usize).sum();
+        buffers.recv.clear();
+        buffers.recv.resize(total, 0);
+        pad(&mut buffers.recv);
         {
             let send_displs = Self::displacements(&send_counts);
             let recv_displs = Self::displacements(&recv_counts);
-            let outgoing = Partition::new(&flat[..], &send_counts[..], &send_displs[..]);
-            let mut incoming = PartitionMut::new(&mut recv[..], &recv_counts[..], &recv_displs[..]);
+            let outgoing = Partition::new(&buffers.flat[..], &send_counts[..], &send_displs[..]);
+            let mut incoming =
+                PartitionMut::new(&mut buffers.recv[..], &recv_counts[..], &recv_displs[..]);
             self.world
                 .all_to_all_varcount_into(&outgoing, &mut incoming);
         }
-        Ok(Self::split(&recv, &recv_counts))
+        let mut at = 0;
+        let parts = recv_counts
+            .iter()
+            .map(|&c| {
+                let mut part = buffers.spare.pop().unwrap_or_default();
+                part.clear();
+                part.extend_from_slice(&buffers.recv[at..at + c as usize]);
+                at += c as usize;
+                part
+            })
+            .collect();
+        // Keep a few spares; the caller recycles the parts into its next sends.
+        buffers.spare.truncate(4 * self.world());
+        Ok(parts)
     }
 
     fn all_gather(&self, data: &[u8]) -> Result<Vec<Vec<u8>>, CommError> {
@@ -138,9 +161,8 @@ impl Communicator for MpiComm {
 
 /// Open MPI refuses (MPI_ERR_ARG) the dangling pointer of an empty buffer even with zero counts:
 /// give every buffer at least one byte; the counts still say how much is real.
-fn padded(mut buffer: Vec<u8>) -> Vec<u8> {
+fn pad(buffer: &mut Vec<u8>) {
     if buffer.is_empty() {
         buffer.push(0);
     }
-    buffer
 }

@@ -1,21 +1,25 @@
 //! A table split row-wise across the ranks of a [`Communicator`]: lookups go to the owning rank,
 //! gradients go back to it, and each owner runs the fused update on the rows it received.
 
+mod apply;
+mod buffers;
+mod element;
+mod lookup;
 mod route;
 mod timings;
 
-use std::borrow::Cow;
-use std::time::Instant;
+use std::cell::RefCell;
 
 use cubecl::prelude::Client;
-use rowshard_kernels::{DType, HyperParams, LocalTable, NonFinitePolicy, StateShape, TableConfig};
+use rowshard_kernels::{HyperParams, LocalTable, NonFinitePolicy, StateShape, TableConfig};
 
 use crate::comm::{Communicator, from_bytes, to_bytes};
 use crate::error::{InputError, ShardError};
 use crate::init::Initializer;
 use crate::partition::{Partition, PartitionScheme};
-use route::Route;
-pub use timings::Timings;
+use buffers::StepBuffers;
+pub use element::RowElement;
+pub use timings::{Phase, Timings};
 
 /// Where optimizer state lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -47,9 +51,6 @@ pub struct ShardedTableSpec {
     pub state_location: StateLocation,
 }
 
-/// A batch's ids and gradients, borrowed when they pass the checks as they are.
-type Batch<'a> = (Cow<'a, [u32]>, Cow<'a, [f32]>);
-
 /// One rank's view of a row-wise sharded table.
 pub struct ShardedTable<'c> {
     comm: &'c dyn Communicator,
@@ -57,6 +58,7 @@ pub struct ShardedTable<'c> {
     shard: LocalTable,
     timings: Timings,
     rows_applied: u64,
+    step: RefCell<StepBuffers>,
 }
 
 impl<'c> ShardedTable<'c> {
@@ -107,6 +109,7 @@ impl<'c> ShardedTable<'c> {
             shard,
             timings: Timings::default(),
             rows_applied: 0,
+            step: RefCell::default(),
         })
     }
 
@@ -190,135 +193,6 @@ impl<'c> ShardedTable<'c> {
                 id: id as u64,
                 rows,
             })
-    }
-
-    /// The rows of `ids`, in the caller's order (duplicates included), `ids.len() × dim` values.
-    ///
-    /// Ids are deduplicated here, bucketed by owner, exchanged, gathered on their owners by the
-    /// gather kernel, and exchanged back in the storage dtype. A collective: every rank calls it,
-    /// with its own ids (possibly none). An id out of range is refused on every rank first.
-    pub fn lookup(&self, ids: &[u32]) -> Result<Vec<f32>, ShardError> {
-        let start = Instant::now();
-        self.agree(self.check_ids(ids))?;
-        let route = Route::plan(ids, &self.partition);
-        let requests = self
-            .comm
-            .all_to_all_v(route.local_rows.iter().map(|r| to_bytes(r)).collect())?;
-        // One gather per requester: each result is that requester's reply as it stands.
-        let gather_start = Instant::now();
-        let replies = requests
-            .iter()
-            .map(|request| self.shard.gather_raw(&from_bytes::<u32>(request)))
-            .collect::<Result<Vec<_>, _>>()?;
-        let gather = gather_start.elapsed();
-        let answers = self.comm.all_to_all_v(replies)?;
-        // Unique id u's row is row k of its owner's answer, where k is u's place among the ids
-        // sent to that owner.
-        let mut slot = vec![(0u32, 0u32); route.unique()];
-        for (owner, indices) in route.by_owner.iter().enumerate() {
-            for (k, &u) in indices.iter().enumerate() {
-                slot[u as usize] = (owner as u32, k as u32);
-            }
-        }
-        let dtype = self.config().weight_dtype;
-        let row_bytes = self.config().dim * dtype.size();
-        let mut out = Vec::with_capacity(ids.len() * self.config().dim);
-        for u in route.inverse() {
-            let (owner, k) = slot[u as usize];
-            dtype.decode_into(
-                &answers[owner as usize][k as usize * row_bytes..][..row_bytes],
-                &mut out,
-            );
-        }
-        self.timings
-            .record(start.elapsed(), gather, std::time::Duration::ZERO);
-        Ok(out)
-    }
-
-    /// Applies one optimizer step (WholeMemory's `gather_gradient_apply`): `grads` holds one
-    /// `dim`-row per id; duplicates are summed here, one row per unique id goes to its owner, and
-    /// each owner sums what it received (in rank order) and runs the fused update. Only touched
-    /// rows and their states change. A collective: every rank calls it, with its own batch.
-    pub fn apply_gradients(
-        &mut self,
-        ids: &[u32],
-        grads: &[f32],
-        lr: f32,
-    ) -> Result<(), ShardError> {
-        let start = Instant::now();
-        let dim = self.config().dim;
-        let verdict = self.check_ids(ids).or_else(|| {
-            (grads.len() != ids.len() * dim).then_some(InputError::GradientShape {
-                expected: (ids.len() * dim) as u64,
-                got: grads.len() as u64,
-            })
-        });
-        let (ids, grads) = match verdict {
-            Some(_) => (Cow::Borrowed(ids), Cow::Borrowed(&[][..])),
-            None => self.finite_inputs(ids, grads)?,
-        };
-        let params = self.shard.next_params(lr);
-        let verdict = verdict.or_else(|| {
-            params.is_err().then_some(InputError::LearningRate {
-                value: lr.to_bits() as u64,
-            })
-        });
-        self.agree(verdict)?;
-        let params = params?;
-
-        let route = Route::plan(&ids, &self.partition);
-        let messages = route.messages(&grads, dim);
-        let received = self.comm.all_to_all_v(messages)?;
-        let total: usize = received.iter().map(|m| m.len() / (4 + 4 * dim)).sum();
-        let mut rows = Vec::with_capacity(total);
-        let mut all_grads = Vec::with_capacity(total * dim);
-        for message in &received {
-            let n = message.len() / (4 + 4 * dim);
-            rows.extend(from_bytes::<u32>(&message[..4 * n]));
-            DType::F32.decode_into(&message[4 * n..], &mut all_grads);
-        }
-        let segments = rowshard_kernels::Segments::group(&rows);
-        self.rows_applied += segments.len() as u64;
-        let apply_start = Instant::now();
-        self.shard.apply_grouped(&segments, all_grads, &params)?;
-        self.timings.record(
-            start.elapsed(),
-            std::time::Duration::ZERO,
-            apply_start.elapsed(),
-        );
-        Ok(())
-    }
-
-    /// Drops inputs with non-finite gradients under `Skip`; refuses them (on every rank) under
-    /// `Reject`.
-    fn finite_inputs<'a>(
-        &mut self,
-        ids: &'a [u32],
-        grads: &'a [f32],
-    ) -> Result<Batch<'a>, ShardError> {
-        let dim = self.config().dim;
-        let bad = |row: &[f32]| row.iter().any(|v| !v.is_finite());
-        let Some(first) = grads.chunks_exact(dim.max(1)).position(bad) else {
-            return Ok((Cow::Borrowed(ids), Cow::Borrowed(grads)));
-        };
-        if self.shard.non_finite_policy() == NonFinitePolicy::Reject {
-            let error = InputError::NonFiniteGradient {
-                id: ids[first] as u64,
-                position: first as u64,
-            };
-            self.agree(Some(error))?;
-            unreachable!("agree returns this rank's error");
-        }
-        let (mut kept_ids, mut kept) = (Vec::new(), Vec::new());
-        for (i, row) in grads.chunks_exact(dim).enumerate() {
-            if bad(row) {
-                self.shard.count_skipped(1);
-            } else {
-                kept_ids.push(ids[i]);
-                kept.extend_from_slice(row);
-            }
-        }
-        Ok((Cow::Owned(kept_ids), Cow::Owned(kept)))
     }
 
     /// The whole table on `root`, assembled from bounded messages of at most `chunk_rows` rows per

@@ -1,89 +1,87 @@
-//! The routing plan of one call: the caller's ids deduplicated, and the unique ids bucketed by
-//! owner rank.
+//! The routing plan of a batch: its ids deduplicated (a radix grouping), each unique id's owner
+//! rank and local row, and the unique ids grouped by owner. Kept between calls: an
+//! `apply_gradients` of the ids a `lookup` just routed reuses the plan.
 
 use rowshard_kernels::Segments;
 
 use crate::partition::Partition;
 
 /// Unique ids of a batch and where each goes.
+#[derive(Default)]
 pub(crate) struct Route {
     /// The batch grouped by id (unique ids ascending; inputs of each in batch order).
     pub segments: Segments,
-    /// For each owner rank, indices into `segments.rows` of the ids it owns, ascending.
-    pub by_owner: Vec<Vec<u32>>,
-    /// For each owner rank, the local rows of those ids.
-    pub local_rows: Vec<Vec<u32>>,
+    /// For each input position, the index of its id among the unique ids.
+    pub inverse: Vec<u32>,
+    /// For each unique id, its owner rank.
+    pub owner: Vec<u32>,
+    /// For each unique id, its place among the ids sent to its owner.
+    pub slot: Vec<u32>,
+    /// Per owner rank: where its ids start in `grouped` (`world + 1` entries).
+    pub starts: Vec<usize>,
+    /// Unique-id indices grouped by owner, ascending within each owner.
+    pub grouped: Vec<u32>,
+    /// The local row (on its owner) of each entry of `grouped`.
+    pub locals: Vec<u32>,
+    scratch: Vec<u64>,
+    local_of_unique: Vec<u32>,
+    next: Vec<usize>,
+    /// The ids this plan is for.
+    planned: Vec<u32>,
+    valid: bool,
 }
 
 impl Route {
-    /// Plans `ids` (already checked to be in range) over `partition`.
-    pub fn plan(ids: &[u32], partition: &Partition) -> Self {
-        let segments = Segments::group(ids);
-        let world = partition.world();
-        let mut by_owner = vec![Vec::new(); world];
-        let mut local_rows = vec![Vec::new(); world];
-        for (u, &id) in segments.rows.iter().enumerate() {
-            let (owner, local) = partition.locate(id);
-            by_owner[owner].push(u as u32);
-            local_rows[owner].push(local);
+    /// Plans `ids` (already checked to be in range) over `partition`; returns `true` when the
+    /// plan of the previous call was for the same ids and is reused as it is.
+    pub fn plan(&mut self, ids: &[u32], partition: &Partition) -> bool {
+        if self.valid && self.planned == ids {
+            return true;
         }
-        Self {
-            segments,
-            by_owner,
-            local_rows,
-        }
-    }
-
-    /// Unique ids.
-    pub fn unique(&self) -> usize {
-        self.segments.len()
-    }
-
-    /// For each input position, the index of its id among the unique ids.
-    pub fn inverse(&self) -> Vec<u32> {
-        let mut inverse = vec![0u32; self.segments.order.len()];
-        for u in 0..self.segments.len() {
-            let (a, b) = (
-                self.segments.offsets[u] as usize,
-                self.segments.offsets[u + 1] as usize,
-            );
-            for &position in &self.segments.order[a..b] {
-                inverse[position as usize] = u as u32;
+        self.segments.regroup(ids, &mut self.scratch);
+        let unique = self.segments.len();
+        self.inverse.resize(ids.len(), 0);
+        for u in 0..unique {
+            for &position in self.segments.inputs(u) {
+                self.inverse[position as usize] = u as u32;
             }
         }
-        inverse
+        let world = partition.world();
+        self.owner.clear();
+        self.local_of_unique.clear();
+        self.starts.clear();
+        self.starts.resize(world + 1, 0);
+        for &id in &self.segments.rows {
+            let (owner, local) = partition.locate(id);
+            self.owner.push(owner as u32);
+            self.local_of_unique.push(local);
+            self.starts[owner + 1] += 1;
+        }
+        for o in 0..world {
+            self.starts[o + 1] += self.starts[o];
+        }
+        // Counting placement by owner: stable, so ids stay ascending within each owner.
+        self.grouped.resize(unique, 0);
+        self.locals.resize(unique, 0);
+        self.slot.resize(unique, 0);
+        self.next.clear();
+        self.next.extend_from_slice(&self.starts[..world]);
+        for u in 0..unique {
+            let o = self.owner[u] as usize;
+            let at = self.next[o];
+            self.next[o] += 1;
+            self.grouped[at] = u as u32;
+            self.locals[at] = self.local_of_unique[u];
+            self.slot[u] = (at - self.starts[o]) as u32;
+        }
+        self.planned.clear();
+        self.planned.extend_from_slice(ids);
+        self.valid = true;
+        false
     }
 
-    /// One message per owner rank: the local rows it owns, then each one's gradient (its inputs'
-    /// rows summed in batch order), as bytes.
-    pub fn messages(&self, grads: &[f32], dim: usize) -> Vec<Vec<u8>> {
-        let mut sum = vec![0.0f32; dim];
-        self.by_owner
-            .iter()
-            .zip(&self.local_rows)
-            .map(|(indices, locals)| {
-                let mut message = Vec::with_capacity(locals.len() * (4 + 4 * dim));
-                message.extend_from_slice(bytemuck::cast_slice(locals));
-                for &u in indices {
-                    let u = u as usize;
-                    let inputs = &self.segments.order
-                        [self.segments.offsets[u] as usize..self.segments.offsets[u + 1] as usize];
-                    if let [only] = inputs {
-                        message.extend_from_slice(bytemuck::cast_slice(
-                            &grads[*only as usize * dim..][..dim],
-                        ));
-                        continue;
-                    }
-                    sum.fill(0.0);
-                    for &position in inputs {
-                        for (s, g) in sum.iter_mut().zip(&grads[position as usize * dim..][..dim]) {
-                            *s += g;
-                        }
-                    }
-                    message.extend_from_slice(bytemuck::cast_slice(&sum));
-                }
-                message
-            })
-            .collect()
+    /// The range of `grouped` (and `locals`) owner `o` gets.
+    pub fn of_owner(&self, o: usize) -> std::ops::Range<usize> {
+        self.starts[o]..self.starts[o + 1]
     }
 }

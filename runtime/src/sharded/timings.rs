@@ -1,43 +1,107 @@
-//! Where a rank's time goes: routing (dedup, bucketing, exchanges), the gather kernel, the fused
-//! apply kernel.
+//! Where a rank's time goes, by phase of its calls.
 
 use std::cell::Cell;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// Accumulated time of one rank's calls.
+/// The phases of a lookup or an apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Input checks and the agreement on them.
+    Check,
+    /// Deduplication (grouping a batch's ids).
+    Dedup,
+    /// Owners of the unique ids, and the messages to them (gradient sums included).
+    Bucket,
+    /// The exchanges between ranks.
+    Exchange,
+    /// The gather kernel, upload to completed read.
+    Gather,
+    /// Rows into the caller's order; received gradients into the upload.
+    Decode,
+    /// The fused update: grouping on the owner, upload, kernel, sync.
+    Apply,
+}
+
+impl Phase {
+    /// Every phase, in step order.
+    pub const ALL: [Phase; 7] = [
+        Phase::Check,
+        Phase::Dedup,
+        Phase::Bucket,
+        Phase::Exchange,
+        Phase::Gather,
+        Phase::Decode,
+        Phase::Apply,
+    ];
+
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Check => "check",
+            Phase::Dedup => "dedup",
+            Phase::Bucket => "bucket",
+            Phase::Exchange => "exchange",
+            Phase::Gather => "gather",
+            Phase::Decode => "decode",
+            Phase::Apply => "apply",
+        }
+    }
+}
+
+/// Accumulated time of one rank's calls, per phase.
 #[derive(Default, Debug, Clone)]
 pub struct Timings {
-    total: Cell<Duration>,
-    gather: Cell<Duration>,
-    apply: Cell<Duration>,
+    phases: [Cell<Duration>; 7],
 }
 
 impl Timings {
-    pub(crate) fn record(&self, total: Duration, gather: Duration, apply: Duration) {
-        self.total.set(self.total.get() + total);
-        self.gather.set(self.gather.get() + gather);
-        self.apply.set(self.apply.get() + apply);
+    /// Time spent in `phase`.
+    pub fn get(&self, phase: Phase) -> Duration {
+        self.phases[phase as usize].get()
     }
 
-    /// Time outside the kernels: validation, dedup, bucketing, exchanges, decoding.
-    pub fn route(&self) -> Duration {
-        self.total
-            .get()
-            .saturating_sub(self.gather.get() + self.apply.get())
-    }
-
-    /// Time in the gather kernel (launch to completed read).
-    pub fn gather(&self) -> Duration {
-        self.gather.get()
-    }
-
-    /// Time in the fused apply kernel (upload, launch, sync).
-    pub fn apply(&self) -> Duration {
-        self.apply.get()
+    fn add(&self, phase: Phase, d: Duration) {
+        let cell = &self.phases[phase as usize];
+        cell.set(cell.get() + d);
     }
 
     /// All of it.
     pub fn total(&self) -> Duration {
-        self.total.get()
+        self.phases.iter().map(Cell::get).sum()
+    }
+
+    /// Time outside the kernels: checks, dedup, bucketing, exchanges, decoding.
+    pub fn route(&self) -> Duration {
+        self.total().saturating_sub(self.gather() + self.apply())
+    }
+
+    /// Time in the gather kernel (launch to completed read).
+    pub fn gather(&self) -> Duration {
+        self.get(Phase::Gather)
+    }
+
+    /// Time in the fused apply (grouping, upload, launch, sync).
+    pub fn apply(&self) -> Duration {
+        self.get(Phase::Apply)
+    }
+}
+
+/// Charges the time between laps to phases.
+pub(crate) struct Clock {
+    last: Instant,
+}
+
+impl Clock {
+    pub(crate) fn start() -> Self {
+        Self {
+            last: Instant::now(),
+        }
+    }
+
+    /// Charges the time since the last lap to `phase` of `timings`.
+    pub(crate) fn lap(&mut self, timings: &Timings, phase: Phase) {
+        let now = Instant::now();
+        timings.add(phase, now - self.last);
+        self.last = now;
     }
 }

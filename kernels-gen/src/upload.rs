@@ -1,0 +1,148 @@
+//! Host buffers for uploads, recycled: a buffer handed to the runtime comes back to the pool
+//! when the runtime has copied it into device memory, so a steady state of steps allocates (and
+//! page-faults) nothing of batch size, whatever the process's allocator.
+
+use std::mem::MaybeUninit;
+use std::sync::{Arc, Mutex};
+
+use cubecl::bytes::{AccessError, AccessPolicy, AllocationController, AllocationProperty, Bytes};
+
+/// A pool of byte buffers; cheap to clone (shared).
+#[derive(Clone, Debug, Default)]
+pub struct UploadPool {
+    spare: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+/// Buffers the pool keeps at most; more are freed.
+const KEEP: usize = 16;
+
+impl UploadPool {
+    /// An empty buffer with room for `capacity` bytes: the smallest spare one that fits, or a
+    /// new one.
+    pub fn take(&self, capacity: usize) -> Vec<u8> {
+        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        let best = spare
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.capacity() >= capacity)
+            .min_by_key(|(_, v)| v.capacity())
+            .map(|(i, _)| i);
+        let mut v = match best {
+            Some(i) => spare.swap_remove(i),
+            None => spare.pop().unwrap_or_default(),
+        };
+        drop(spare);
+        v.clear();
+        if v.capacity() < capacity {
+            // A quarter more than asked: batches vary a little in size from step to step.
+            v.reserve_exact(capacity + capacity / 4);
+        }
+        v
+    }
+
+    /// Returns a buffer to the pool.
+    pub fn give(&self, v: Vec<u8>) {
+        if v.capacity() == 0 {
+            return;
+        }
+        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        if spare.len() >= KEEP {
+            // Keep the largest buffers.
+            if let Some((i, _)) = spare
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, s)| s.capacity())
+                .filter(|(_, s)| s.capacity() < v.capacity())
+            {
+                spare[i] = v;
+            }
+            return;
+        }
+        spare.push(v);
+    }
+
+    /// `data` as runtime bytes that return to this pool when the runtime drops them.
+    pub fn bytes(&self, data: Vec<u8>) -> Bytes {
+        let len = data.len();
+        let controller = Pooled {
+            data,
+            pool: self.clone(),
+        };
+        // SAFETY: the controller's memory is `data`, whose first `len` bytes are initialised.
+        unsafe { Bytes::from_controller(Box::new(controller), len) }
+    }
+
+    /// A copy of `values` as runtime bytes from the pool.
+    pub fn bytes_of<T: bytemuck::Pod>(&self, values: &[T]) -> Bytes {
+        let mut v = self.take(std::mem::size_of_val(values));
+        v.extend_from_slice(bytemuck::cast_slice(values));
+        self.bytes(v)
+    }
+}
+
+/// A pooled buffer lent to the runtime.
+struct Pooled {
+    data: Vec<u8>,
+    pool: UploadPool,
+}
+
+impl AllocationController for Pooled {
+    fn alloc_align(&self) -> usize {
+        // Allocations this large come 16-byte aligned from every allocator in use; say so only
+        // when it is true.
+        if self.data.as_ptr().align_offset(16) == 0 {
+            16
+        } else {
+            1
+        }
+    }
+
+    fn property(&self) -> AllocationProperty {
+        AllocationProperty::Other
+    }
+
+    unsafe fn memory_mut(
+        &mut self,
+        _policy: AccessPolicy,
+    ) -> Result<&mut [MaybeUninit<u8>], AccessError> {
+        let len = self.data.len();
+        // SAFETY: u8 and MaybeUninit<u8> have the same layout; the caller writes only
+        // initialised bytes (the trait's contract).
+        Ok(unsafe {
+            std::slice::from_raw_parts_mut(self.data.as_mut_ptr().cast::<MaybeUninit<u8>>(), len)
+        })
+    }
+
+    fn memory(&self, _policy: AccessPolicy) -> Result<&[MaybeUninit<u8>], AccessError> {
+        // SAFETY: u8 and MaybeUninit<u8> have the same layout.
+        Ok(unsafe {
+            std::slice::from_raw_parts(
+                self.data.as_ptr().cast::<MaybeUninit<u8>>(),
+                self.data.len(),
+            )
+        })
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        self.pool.give(std::mem::take(&mut self.data));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_come_back_when_the_bytes_are_dropped() {
+        let pool = UploadPool::default();
+        let bytes = pool.bytes_of(&[1u32, 2, 3]);
+        assert_eq!(&bytes[..], bytemuck::cast_slice::<u32, u8>(&[1, 2, 3]));
+        let address = bytes.as_ptr();
+        drop(bytes);
+        let again = pool.take(8);
+        assert_eq!(again.as_ptr(), address, "the same buffer, reused");
+        assert!(again.is_empty());
+    }
+}

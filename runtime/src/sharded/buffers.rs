@@ -1,0 +1,66 @@
+//! Buffers a sharded table keeps between calls, so a steady state of steps allocates nothing of
+//! batch size: the routing plan, message buffers, and the owner's grouping.
+
+use rowshard_kernels::Segments;
+
+use super::route::Route;
+
+/// Message buffers, recycled. With thread ranks the buffers a rank receives were allocated by
+/// its peers; giving them back here and building the next messages in them makes the buffers
+/// circulate between ranks instead of being freed and allocated every step.
+#[derive(Default)]
+pub(crate) struct MessagePool {
+    spare: Vec<Vec<u8>>,
+}
+
+/// Buffers kept at most.
+const KEEP: usize = 64;
+
+impl MessagePool {
+    /// An empty buffer with room for `capacity` bytes.
+    pub fn take(&mut self, capacity: usize) -> Vec<u8> {
+        let best = self
+            .spare
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.capacity() >= capacity)
+            .min_by_key(|(_, v)| v.capacity())
+            .map(|(i, _)| i);
+        let mut v = match best {
+            Some(i) => self.spare.swap_remove(i),
+            None => self.spare.pop().unwrap_or_default(),
+        };
+        v.clear();
+        if v.capacity() < capacity {
+            // A quarter more than asked: batches vary a little in size from step to step.
+            v.reserve_exact(capacity + capacity / 4);
+        }
+        v
+    }
+
+    /// Returns buffers to the pool.
+    pub fn give(&mut self, buffers: impl IntoIterator<Item = Vec<u8>>) {
+        for v in buffers {
+            if v.capacity() > 0 && self.spare.len() < KEEP {
+                self.spare.push(v);
+            }
+        }
+    }
+}
+
+/// Everything a call needs besides its inputs and outputs.
+#[derive(Default)]
+pub(crate) struct StepBuffers {
+    /// The routing plan of the last batch (reused when the next call has the same ids).
+    pub route: Route,
+    /// Message buffers.
+    pub pool: MessagePool,
+    /// Owner side: the local rows of every received row, in rank order.
+    pub rows: Vec<u32>,
+    /// Owner side: the received rows grouped by local row.
+    pub grouped: Segments,
+    /// Radix scratch for `grouped`.
+    pub scratch: Vec<u64>,
+    /// One gradient row, for sums of duplicates.
+    pub sum: Vec<f32>,
+}

@@ -1,0 +1,151 @@
+//! `lookup`: rows of a batch of global ids, in the caller's order.
+
+use rowshard_kernels::DType;
+
+use super::ShardedTable;
+use super::element::{RowElement, write_row};
+use super::timings::{Clock, Phase};
+use crate::error::{InputError, ShardError};
+
+/// `bytes` as `u32`s: borrowed when aligned, else copied into `scratch`.
+pub(crate) fn as_u32<'a>(bytes: &'a [u8], scratch: &'a mut Vec<u32>) -> &'a [u32] {
+    match bytemuck::try_cast_slice(bytes) {
+        Ok(words) => words,
+        Err(_) => {
+            scratch.clear();
+            scratch.extend(
+                bytes
+                    .chunks_exact(4)
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            );
+            scratch
+        }
+    }
+}
+
+impl ShardedTable<'_> {
+    /// The rows of `ids`, in the caller's order (duplicates included), `ids.len() × dim` values.
+    ///
+    /// Ids are deduplicated here, bucketed by owner, exchanged, gathered on their owners by the
+    /// gather kernel, and exchanged back in the storage dtype. A collective: every rank calls it,
+    /// with its own ids (possibly none). An id out of range is refused on every rank first.
+    pub fn lookup(&self, ids: &[u32]) -> Result<Vec<f32>, ShardError> {
+        let mut out = vec![0.0f32; ids.len() * self.config().dim];
+        self.lookup_into(ids, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`ShardedTable::lookup`] into the caller's buffer of `ids.len() × dim` elements of `T`:
+    /// `f32`, or the table's storage dtype (rows as stored, no conversion). A steady state of
+    /// calls allocates nothing of batch size.
+    ///
+    /// # Errors
+    /// [`ShardError::Unsupported`] for another element type (the same on every rank);
+    /// [`ShardError::BadInput`] on every rank for an id out of range or a buffer of the wrong
+    /// length on any rank.
+    pub fn lookup_into<T: RowElement>(&self, ids: &[u32], out: &mut [T]) -> Result<(), ShardError> {
+        let dtype = self.config().weight_dtype;
+        if T::DTYPE != DType::F32 && T::DTYPE != dtype {
+            return Err(ShardError::Unsupported(format!(
+                "rows as {} from a table stored as {dtype}; ask for f32 or {dtype}",
+                T::DTYPE
+            )));
+        }
+        let mut clock = Clock::start();
+        let dim = self.config().dim;
+        let verdict = self.check_ids(ids).or_else(|| {
+            (out.len() != ids.len() * dim).then_some(InputError::BatchLength {
+                expected: (ids.len() * dim) as u64,
+                got: out.len() as u64,
+            })
+        });
+        self.agree(verdict)?;
+        clock.lap(&self.timings, Phase::Check);
+
+        let step = &mut *self.step.borrow_mut();
+        step.route.plan(ids, &self.partition);
+        clock.lap(&self.timings, Phase::Dedup);
+        let route = &step.route;
+        let (me, world) = (self.comm.rank(), self.comm.world());
+        // Rows this rank owns never travel: they are gathered with the others' requests and
+        // written straight into `out`.
+        let requests: Vec<Vec<u8>> = (0..world)
+            .map(|o| {
+                let locals = if o == me {
+                    &[][..]
+                } else {
+                    &route.locals[route.of_owner(o)]
+                };
+                let mut message = step.pool.take(4 * locals.len());
+                message.extend_from_slice(bytemuck::cast_slice(locals));
+                message
+            })
+            .collect();
+        clock.lap(&self.timings, Phase::Bucket);
+        let requests = self.comm.all_to_all_v(requests)?;
+        clock.lap(&self.timings, Phase::Exchange);
+
+        // Every requester's rows in one gather (this rank's own at its place in rank order),
+        // then each reply cut from it.
+        let row_bytes = dim * dtype.size();
+        step.rows.clear();
+        let mut scratch = Vec::new();
+        let mut own_start = 0;
+        for (r, request) in requests.iter().enumerate() {
+            if r == me {
+                own_start = step.rows.len();
+                step.rows
+                    .extend_from_slice(&route.locals[route.of_owner(me)]);
+            } else {
+                step.rows.extend_from_slice(as_u32(request, &mut scratch));
+            }
+        }
+        let pool = &mut step.pool;
+        let rows_out = &mut *out;
+        let replies: Vec<Vec<u8>> = self.shard.gather_with(&step.rows, |gathered| {
+            let own = &gathered[own_start * row_bytes..];
+            for (k, &u) in route.grouped[route.of_owner(me)].iter().enumerate() {
+                let src = &own[k * row_bytes..(k + 1) * row_bytes];
+                for &p in route.segments.inputs(u as usize) {
+                    write_row(dtype, src, &mut rows_out[p as usize * dim..][..dim]);
+                }
+            }
+            let mut at = 0;
+            requests
+                .iter()
+                .enumerate()
+                .map(|(r, request)| {
+                    let len = if r == me {
+                        route.of_owner(me).len() * row_bytes
+                    } else {
+                        request.len() / 4 * row_bytes
+                    };
+                    let mut reply = pool.take(if r == me { 0 } else { len });
+                    if r != me {
+                        reply.extend_from_slice(&gathered[at..at + len]);
+                    }
+                    at += len;
+                    reply
+                })
+                .collect()
+        })?;
+        step.pool.give(requests);
+        clock.lap(&self.timings, Phase::Gather);
+        let answers = self.comm.all_to_all_v(replies)?;
+        clock.lap(&self.timings, Phase::Exchange);
+
+        // Input position p's row is row slot[u] of its owner's answer, u its unique id.
+        for (p, row) in out.chunks_exact_mut(dim.max(1)).enumerate().take(ids.len()) {
+            let u = route.inverse[p] as usize;
+            let owner = route.owner[u] as usize;
+            if owner == me {
+                continue;
+            }
+            let start = route.slot[u] as usize * row_bytes;
+            write_row(dtype, &answers[owner][start..start + row_bytes], row);
+        }
+        step.pool.give(answers);
+        clock.lap(&self.timings, Phase::Decode);
+        Ok(())
+    }
+}
