@@ -59,7 +59,11 @@ fn a_steady_state_step_allocates_nothing_of_batch_size() {
     let spec = ShardedTableSpec {
         rows: 20_000,
         config: TableConfig::new(Optimizer::Adam, DType::F32, 32),
-        ..spec(Optimizer::Adam, DType::F32, PartitionScheme::RoundRobin { block: 2 })
+        ..spec(
+            Optimizer::Adam,
+            DType::F32,
+            PartitionScheme::RoundRobin { block: 2 },
+        )
     };
     let results = threads::run(2, |comm| -> Result<_, ShardError> {
         let client = Backend::Cpu.client()?;
@@ -86,7 +90,11 @@ fn a_steady_state_step_allocates_nothing_of_batch_size() {
         Ok(LARGE.load(Ordering::Relaxed) - counted)
     });
     for r in results {
-        assert_eq!(r.unwrap(), 0, "batch-size allocations in steady-state steps");
+        assert_eq!(
+            r.unwrap(),
+            0,
+            "batch-size allocations in steady-state steps"
+        );
     }
 }
 
@@ -120,12 +128,15 @@ fn rows_and_gradients_in_the_storage_dtype() {
     };
     let (a, b) = (run(true), run(false));
     for r in a.iter().chain(&b) {
-        assert!(r.as_ref().unwrap().0, "bf16 rows are the f32 rows' exact values");
+        assert!(
+            r.as_ref().unwrap().0,
+            "bf16 rows are the f32 rows' exact values"
+        );
     }
-    let table = |r: &[Result<(bool, Option<Vec<f32>>), ShardError>]| {
-        r[0].as_ref().unwrap().1.clone().unwrap()
-    };
-    let (ta, tb) = (table(&a), table(&b));
+    let (ta, tb) = (
+        a[0].as_ref().unwrap().1.clone().unwrap(),
+        b[0].as_ref().unwrap().1.clone().unwrap(),
+    );
     assert!(ta.iter().zip(&tb).all(|(x, y)| x.to_bits() == y.to_bits()));
     let wrong = threads::run(1, |comm| -> Result<_, ShardError> {
         let client = Backend::Cpu.client()?;
