@@ -31,6 +31,7 @@ pub fn spec(optimizer: Optimizer, dtype: DType, scheme: PartitionScheme) -> Shar
             seed: 11,
         },
         state_location: StateLocation::WithShard,
+        cache: rowshard::cache::CachePolicy::None,
         hyper: HyperParams::new(optimizer),
     }
 }

@@ -324,6 +324,7 @@ fn a_failing_rank_makes_the_others_return_an_error_not_hang() {
 fn state_in_host_memory_is_accepted_on_the_cpu_runtime() {
     let spec = ShardedTableSpec {
         state_location: StateLocation::Host,
+        cache: rowshard::cache::CachePolicy::None,
         ..spec(Optimizer::Adam, DType::F32, PartitionScheme::Even)
     };
     let results = threads::run(2, |comm| -> Result<_, ShardError> {

@@ -5,6 +5,7 @@ use clap::{Args, Parser, Subcommand};
 use rowshard_kernels::{Backend, DType};
 
 use crate::bench::{bandwidth, kernels::KernelBench, sharded};
+use rowshard::cache::CachePolicy;
 use rowshard::partition::PartitionScheme;
 
 /// rowshard: row-wise sharded embedding tables with fused CubeCL optimizer kernels.
@@ -92,9 +93,12 @@ pub struct BenchArgs {
     /// `mpirun -np N`; needs the `mpi` feature).
     #[arg(long, default_value = "threads")]
     comm: String,
-    /// Timed steps per case (after one warm-up step).
+    /// Timed steps per case.
     #[arg(long, default_value_t = 7)]
     steps: usize,
+    /// Untimed steps before the timed ones (caches fill during these).
+    #[arg(long, default_value_t = 1)]
+    warmup: usize,
     /// Thread-rank counts, comma-separated (MPI uses the job's size).
     #[arg(long, default_value = "1,2,4", value_delimiter = ',')]
     ranks: Vec<usize>,
@@ -104,6 +108,12 @@ pub struct BenchArgs {
     /// Partition schemes: even, round-robin (blocks of one row).
     #[arg(long, default_value = "even,round-robin", value_delimiter = ',', value_parser = parse_partition)]
     partitions: Vec<PartitionScheme>,
+    /// Caches, comma-separated: `none`, `read-only:R` (R a ratio such as 1/8 or 0.125).
+    #[arg(long, default_value = "none", value_delimiter = ',', value_parser = parse_cache)]
+    cache: Vec<CachePolicy>,
+    /// Lookups only, no updates (inference, or a frozen table): what a read-only cache is for.
+    #[arg(long)]
+    frozen: bool,
 }
 
 fn parse_backend(s: &str) -> Result<Backend, String> {
@@ -124,6 +134,33 @@ fn parse_ids(s: &str) -> Result<sharded::IdDistribution, String> {
             "unknown id distribution `{s}`; expected uniform or zipf"
         )),
     }
+}
+
+fn parse_cache(s: &str) -> Result<CachePolicy, String> {
+    let ratio = |r: &str| -> Result<f64, String> {
+        let value = match r.split_once('/') {
+            Some((a, b)) => a
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .zip(b.trim().parse::<f64>().ok())
+                .map(|(a, b)| a / b),
+            None => r.trim().parse::<f64>().ok(),
+        };
+        value.ok_or_else(|| format!("cache ratio `{r}` is not a number or a fraction such as 1/8"))
+    };
+    let policy = match s.split_once(':') {
+        None if s == "none" => CachePolicy::None,
+        Some(("read-only", r)) => CachePolicy::ReadOnly { ratio: ratio(r)? },
+        Some(("read-write", r)) => CachePolicy::ReadWrite { ratio: ratio(r)? },
+        _ => {
+            return Err(format!(
+                "unknown cache `{s}`; expected none, read-only:RATIO or read-write:RATIO"
+            ));
+        }
+    };
+    policy.validate().map_err(|e| e.to_string())?;
+    Ok(policy)
 }
 
 fn parse_partition(s: &str) -> Result<PartitionScheme, String> {
@@ -171,12 +208,15 @@ fn cases(args: &BenchArgs, worlds: &[usize]) -> Vec<sharded::Case> {
         for &dtype in &args.workload.dtypes {
             for &ids in &args.ids {
                 for scheme in &args.partitions {
-                    cases.push(sharded::Case {
-                        world,
-                        dtype,
-                        ids,
-                        scheme: scheme.clone(),
-                    });
+                    for &cache in &args.cache {
+                        cases.push(sharded::Case {
+                            world,
+                            dtype,
+                            ids,
+                            scheme: scheme.clone(),
+                            cache,
+                        });
+                    }
                 }
             }
         }
@@ -195,6 +235,8 @@ fn bench(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         dim: w.dim,
         batch: w.batch,
         steps: args.steps,
+        warmup: args.warmup,
+        frozen: args.frozen,
     };
     match args.comm.as_str() {
         "threads" => {

@@ -107,6 +107,7 @@ pub fn run(backend: Backend) -> Result<(), ShardError> {
         scheme: PartitionScheme::RoundRobin { block: 1 },
         init: Initializer::Normal { std: 0.1, seed: 7 },
         state_location: StateLocation::WithShard,
+        cache: rowshard::cache::CachePolicy::None,
         hyper: HyperParams::new(config.optimizer),
     };
     let steps = batches(RANKS);

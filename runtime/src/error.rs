@@ -166,6 +166,9 @@ pub enum ShardError {
         /// The other fields that differ, if any.
         others: Vec<String>,
     },
+    /// A cache that cannot be built.
+    #[error("invalid cache: {0}")]
+    InvalidCache(String),
     /// A partition that cannot be built.
     #[error("invalid partition: {0}")]
     InvalidPartition(String),

@@ -18,6 +18,7 @@
 extern crate self as rowshard;
 
 pub mod agree;
+pub mod cache;
 pub mod checkpoint;
 pub mod comm;
 pub mod data;

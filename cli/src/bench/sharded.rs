@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use rowshard_kernels::{Backend, DType, HyperParams, Optimizer, TableConfig};
 
 use super::bandwidth::CopyBandwidth;
+use rowshard::cache::CachePolicy;
 use rowshard::comm::{Communicator, threads};
 use rowshard::error::ShardError;
 use rowshard::init::{Initializer, SplitMix64};
@@ -87,6 +88,8 @@ pub struct Case {
     pub ids: IdDistribution,
     /// Partition scheme.
     pub scheme: PartitionScheme,
+    /// The table's cache.
+    pub cache: CachePolicy,
 }
 
 /// What one case measured (rank 0's clock; counts summed over ranks).
@@ -112,6 +115,10 @@ pub struct CaseResult {
     pub budget_gib: f64,
     /// Allocations of at least 64 KiB per timed step (the process).
     pub allocations: f64,
+    /// Share of the looked-up unique rows the caches served (all ranks).
+    pub hit_rate: f64,
+    /// Rows fetched from other ranks per step (all ranks).
+    pub fetched: f64,
 }
 
 /// The workload's sizes.
@@ -125,8 +132,12 @@ pub struct Workload {
     pub dim: usize,
     /// Global batch.
     pub batch: usize,
-    /// Timed steps (after one untimed warm-up step).
+    /// Timed steps.
     pub steps: usize,
+    /// Untimed steps before them (at least one; caches fill during these).
+    pub warmup: usize,
+    /// Lookups only, no updates (a frozen table).
+    pub frozen: bool,
 }
 
 /// What one rank measured.
@@ -144,13 +155,19 @@ pub struct RankFigures {
     pub peak_gib: f64,
     /// Large allocations of this process per timed step.
     pub allocations: f64,
+    /// Cache hits over the timed steps.
+    pub hits: u64,
+    /// Cache misses over the timed steps.
+    pub misses: u64,
+    /// Rows fetched from other ranks per timed step.
+    pub fetched: f64,
 }
 
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 impl RankFigures {
-    fn encode(&self) -> [u64; 12] {
+    fn encode(&self) -> [u64; 15] {
         let ns = |d: Duration| d.as_nanos() as u64;
-        let mut w = [0u64; 12];
+        let mut w = [0u64; 15];
         w[0] = ns(self.step);
         w[1] = self.unique as u64;
         w[2] = self.applied;
@@ -159,6 +176,9 @@ impl RankFigures {
         }
         w[10] = self.peak_gib.to_bits();
         w[11] = self.allocations.to_bits();
+        w[12] = self.hits;
+        w[13] = self.misses;
+        w[14] = self.fetched.to_bits();
         w
     }
 
@@ -175,6 +195,9 @@ impl RankFigures {
             split,
             peak_gib: f64::from_bits(w[10]),
             allocations: f64::from_bits(w[11]),
+            hits: w[12],
+            misses: w[13],
+            fetched: f64::from_bits(w[14]),
         }
     }
 }
@@ -209,25 +232,29 @@ fn run_rank_as<T: RowElement>(
             seed: 3,
         },
         state_location: StateLocation::WithShard,
+        cache: case.cache,
         hyper: HyperParams::new(Optimizer::Adam),
     };
     let mut table = ShardedTable::new(comm, &client, &spec)?;
     let per_rank = workload.batch / comm.world();
     let mut sampler = IdSampler::new(workload.rows, case.ids, 1000 + comm.rank() as u64);
-    let batches: Vec<Vec<u32>> = (0..=workload.steps)
+    let warmup = workload.warmup.max(1);
+    let batches: Vec<Vec<u32>> = (0..warmup + workload.steps)
         .map(|_| sampler.sample(per_rank))
         .collect();
-    let unique = rowshard_kernels::Segments::group(&batches[workload.steps]).len();
+    let unique = rowshard_kernels::Segments::group(batches.last().expect("steps")).len();
     let mut rows = vec![T::default(); per_rank * workload.dim];
     let mut grads = vec![T::default(); per_rank * workload.dim];
     let mut times = Vec::new();
     let mut allocations = 0;
+    let mut stats = table.cache_stats();
     for (i, ids) in batches.iter().enumerate() {
-        if i == 1 {
+        if i == warmup {
             table.reset_timings();
             comm.barrier()?;
             reset_peak_memory();
             allocations = crate::alloc::large_allocations();
+            stats = table.cache_stats();
         }
         comm.barrier()?;
         let start = Instant::now();
@@ -236,9 +263,11 @@ fn run_rank_as<T: RowElement>(
         for (g, r) in grads.iter_mut().zip(&rows) {
             *g = T::from_f32(0.01 * r.to_f32() + 1e-4);
         }
-        table.apply_gradients_as(ids, &grads, 0.01)?;
+        if !workload.frozen {
+            table.apply_gradients_as(ids, &grads, 0.01)?;
+        }
         comm.barrier()?;
-        if i > 0 {
+        if i >= warmup {
             times.push(start.elapsed());
         }
     }
@@ -247,6 +276,7 @@ fn run_rank_as<T: RowElement>(
     times.sort();
     let t = table.timings();
     let split = Phase::ALL.map(|p| t.get(p) / steps as u32);
+    let end = table.cache_stats();
     Ok(RankFigures {
         step: times[times.len() / 2],
         unique,
@@ -254,6 +284,9 @@ fn run_rank_as<T: RowElement>(
         split,
         peak_gib: peak_gib(),
         allocations,
+        hits: end.hits - stats.hits,
+        misses: end.misses - stats.misses,
+        fetched: table.rows_fetched() as f64 / steps as f64,
     })
 }
 
@@ -307,6 +340,8 @@ pub fn summarise(workload: &Workload, case: &Case, results: &[RankFigures]) -> C
     let kernel_bytes =
         unique as f64 * (2.0 * row + 2.0 * row + 4.0 * state) + (unique * workload.dim * 4) as f64;
     let gib = (1u64 << 30) as f64;
+    let hits: u64 = results.iter().map(|r| r.hits).sum();
+    let looked_up = hits + results.iter().map(|r| r.misses).sum::<u64>();
     // Weights, Adam's m and v (f32) and its per-row step; rows and gradients of the batch three
     // times over.
     let table = workload.rows as f64 * (row + 2.0 * state + 4.0);
@@ -322,6 +357,8 @@ pub fn summarise(workload: &Workload, case: &Case, results: &[RankFigures]) -> C
         peak_gib: results[0].peak_gib,
         budget_gib: (table + 3.0 * batch) / gib,
         allocations: results[0].allocations,
+        hit_rate: hits as f64 / looked_up.max(1) as f64,
+        fetched: results.iter().map(|r| r.fetched).sum(),
     }
 }
 
@@ -345,11 +382,16 @@ pub fn resident_gib() -> f64 {
 /// Prints the header of the results table.
 pub fn print_header(workload: &Workload, copy: &CopyBandwidth, transport: &str) {
     println!(
-        "rowshard bench: {} rows x {} dim, global batch {} ids, fused Adam, {} runtime, {transport} ranks, \
+        "rowshard bench: {} rows x {} dim, global batch {} ids, {}, {} runtime, {transport} ranks, \
          {} allocator, median of {} steps",
         workload.rows,
         workload.dim,
         workload.batch,
+        if workload.frozen {
+            "lookups only (frozen table)"
+        } else {
+            "fused Adam"
+        },
         workload.backend,
         crate::alloc::name(),
         workload.steps
@@ -364,15 +406,15 @@ pub fn print_header(workload: &Workload, copy: &CopyBandwidth, transport: &str) 
         Phase::ALL.map(|p| p.name()).join(", ")
     );
     print!(
-        "{:>5} {:<5} {:<9} {:<6} {:>11} {:>10}",
-        "ranks", "dtype", "ids", "part", "M lookups/s", "M uniq/s"
+        "{:>5} {:<5} {:<9} {:<6} {:<16} {:>11} {:>10}",
+        "ranks", "dtype", "ids", "part", "cache", "M lookups/s", "M uniq/s"
     );
     for p in Phase::ALL {
         print!(" {:>8}", p.name());
     }
     println!(
-        " {:>7} {:>6} {:>7} {:>7} {:>6} {:>13}",
-        "busiest", "GB/s", "of copy", "steps/s", "allocs", "peak / budget"
+        " {:>7} {:>6} {:>7} {:>7} {:>6} {:>13} {:>6} {:>9}",
+        "busiest", "GB/s", "of copy", "steps/s", "allocs", "peak / budget", "hits", "fetched"
     );
 }
 
@@ -386,11 +428,12 @@ pub fn print_row(r: &CaseResult, copy: &CopyBandwidth) {
         other => other.name().to_string(),
     };
     print!(
-        "{:>5} {:<5} {:<9} {:<6} {:>11.3} {:>10.3}",
+        "{:>5} {:<5} {:<9} {:<6} {:<16} {:>11.3} {:>10.3}",
         r.case.world,
         r.case.dtype.name(),
         r.case.ids.name(),
         scheme,
+        r.case.cache.name(),
         r.batch as f64 / s / 1e6,
         r.unique as f64 / s / 1e6,
     );
@@ -398,13 +441,15 @@ pub fn print_row(r: &CaseResult, copy: &CopyBandwidth) {
         print!(" {:>8}", ms(d));
     }
     println!(
-        " {:>6.0}% {:>6.2} {:>6.1}% {:>7.2} {:>6.1} {:>5.2}/{:<5.2}G",
+        " {:>6.0}% {:>6.2} {:>6.1}% {:>7.2} {:>6.1} {:>5.2}/{:<5.2}G {:>5.1}% {:>9.0}",
         100.0 * r.busiest,
         gbs,
         100.0 * gbs / copy.all_threads,
         1.0 / s,
         r.allocations,
         r.peak_gib,
-        r.budget_gib
+        r.budget_gib,
+        100.0 * r.hit_rate,
+        r.fetched
     );
 }

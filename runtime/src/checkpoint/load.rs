@@ -67,6 +67,7 @@ pub fn load<S: ScoringFunction>(
         table.write_slot(slot_of(name), bytes)?;
     }
     table.set_step(manifest.relation_optimizer.step);
+    model.entities().clear_cache();
     Ok(manifest)
 }
 

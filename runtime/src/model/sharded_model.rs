@@ -72,6 +72,7 @@ impl<'c, S: ScoringFunction> ShardedModel<'c, S> {
                 scheme: s.partition.clone(),
                 init: s.init.initializer(spec.entities, dim, spec.seed),
                 state_location: s.state_location,
+                cache: crate::cache::CachePolicy::None,
             },
         )?;
         let rdim = relation_dim::<S>(dim);

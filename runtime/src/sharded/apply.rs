@@ -188,6 +188,24 @@ impl ShardedTable<'_> {
         self.rows_applied += step.grouped.len() as u64;
         self.shard.apply_grouped(&step.grouped, staged, params)?;
         clock.lap(&self.timings, Phase::Apply);
+        // Every rank drops its cached copies of the rows any rank just updated.
+        if self.cache.borrow().is_some() {
+            step.updated.clear();
+            step.updated.extend(
+                step.grouped
+                    .rows
+                    .iter()
+                    .map(|&l| self.partition.global(me, l as usize) as u32),
+            );
+            let updated = self.comm.all_gather(bytemuck::cast_slice(&step.updated))?;
+            let mut scratch = Vec::new();
+            if let Some(cache) = self.cache.borrow_mut().as_mut() {
+                for part in &updated {
+                    cache.invalidate(as_u32(part, &mut scratch).iter().copied());
+                }
+            }
+            clock.lap(&self.timings, Phase::Exchange);
+        }
         Ok(())
     }
 }

@@ -63,4 +63,17 @@ pub(crate) struct StepBuffers {
     pub scratch: Vec<u64>,
     /// One gradient row, for sums of duplicates.
     pub sum: Vec<f32>,
+    /// With a read-only cache: for each unique id, its cache slot (or [`NOT_CACHED`]).
+    pub hit: Vec<u32>,
+    /// With a read-only cache: for each fetched unique id, its place in its owner's request.
+    pub fetch_slot: Vec<u32>,
+    /// With a read-only cache: the local rows requested, grouped by owner.
+    pub fetch_locals: Vec<u32>,
+    /// With a read-only cache: where each owner's requested rows start (`world + 1`).
+    pub fetch_starts: Vec<usize>,
+    /// Global ids a step updated, to invalidate in every rank's cache.
+    pub updated: Vec<u32>,
 }
+
+/// A unique id not served by the cache.
+pub(crate) const NOT_CACHED: u32 = u32::MAX;

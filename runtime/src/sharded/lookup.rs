@@ -3,6 +3,7 @@
 use rowshard_kernels::DType;
 
 use super::ShardedTable;
+use super::buffers::NOT_CACHED;
 use super::element::{RowElement, write_row};
 use super::timings::{Clock, Phase};
 use crate::error::{InputError, ShardError};
@@ -67,12 +68,43 @@ impl ShardedTable<'_> {
         clock.lap(&self.timings, Phase::Dedup);
         let route = &step.route;
         let (me, world) = (self.comm.rank(), self.comm.world());
+        // With a read-only cache, only the misses are requested.
+        let mut cache = self.cache.borrow_mut();
+        if let Some(cache) = cache.as_mut() {
+            step.hit.clear();
+            step.hit.resize(route.segments.len(), NOT_CACHED);
+            step.fetch_slot.clear();
+            step.fetch_slot.resize(route.segments.len(), 0);
+            step.fetch_locals.clear();
+            step.fetch_starts.clear();
+            for o in 0..world {
+                let start = step.fetch_locals.len();
+                step.fetch_starts.push(start);
+                if o == me {
+                    continue;
+                }
+                for i in route.of_owner(o) {
+                    let u = route.grouped[i] as usize;
+                    match cache.get(route.segments.rows[u]) {
+                        Some(slot) => step.hit[u] = slot as u32,
+                        None => {
+                            step.fetch_slot[u] = (step.fetch_locals.len() - start) as u32;
+                            step.fetch_locals.push(route.locals[i]);
+                        }
+                    }
+                }
+            }
+            step.fetch_starts.push(step.fetch_locals.len());
+        }
+        let cached = cache.is_some();
         // Rows this rank owns never travel: they are gathered with the others' requests and
         // written straight into `out`.
         let requests: Vec<Vec<u8>> = (0..world)
             .map(|o| {
                 let locals = if o == me {
                     &[][..]
+                } else if cached {
+                    &step.fetch_locals[step.fetch_starts[o]..step.fetch_starts[o + 1]]
                 } else {
                     &route.locals[route.of_owner(o)]
                 };
@@ -130,19 +162,60 @@ impl ShardedTable<'_> {
                 .collect()
         })?;
         step.pool.give(requests);
+        // Hits are written now, while the owners may still be gathering the misses.
+        if let Some(cache) = cache.as_ref() {
+            for (u, &slot) in step.hit.iter().enumerate() {
+                if slot != NOT_CACHED {
+                    for &p in route.segments.inputs(u) {
+                        write_row(
+                            dtype,
+                            cache.row(slot as usize),
+                            &mut out[p as usize * dim..][..dim],
+                        );
+                    }
+                }
+            }
+        }
         clock.lap(&self.timings, Phase::Gather);
         let answers = self.comm.all_to_all_v(replies)?;
         clock.lap(&self.timings, Phase::Exchange);
+        let fetched: usize = answers.iter().map(|a| a.len() / row_bytes.max(1)).sum();
+        self.rows_fetched
+            .set(self.rows_fetched.get() + fetched as u64);
 
-        // Input position p's row is row slot[u] of its owner's answer, u its unique id.
+        // Input position p's row is a cached copy, or row k of its owner's answer.
         for (p, row) in out.chunks_exact_mut(dim.max(1)).enumerate().take(ids.len()) {
             let u = route.inverse[p] as usize;
             let owner = route.owner[u] as usize;
             if owner == me {
                 continue;
             }
+            if cached {
+                if step.hit[u] != NOT_CACHED {
+                    continue;
+                }
+                let start = step.fetch_slot[u] as usize * row_bytes;
+                write_row(dtype, &answers[owner][start..start + row_bytes], row);
+                continue;
+            }
             let start = route.slot[u] as usize * row_bytes;
             write_row(dtype, &answers[owner][start..start + row_bytes], row);
+        }
+        // Then the fetched rows are cached (after the hits were read: an insertion may replace
+        // a line a hit used).
+        if let Some(cache) = cache.as_mut() {
+            for o in (0..world).filter(|&o| o != me) {
+                for i in route.of_owner(o) {
+                    let u = route.grouped[i] as usize;
+                    if step.hit[u] == NOT_CACHED {
+                        let start = step.fetch_slot[u] as usize * row_bytes;
+                        cache.put(
+                            route.segments.rows[u],
+                            &answers[o][start..start + row_bytes],
+                        );
+                    }
+                }
+            }
         }
         step.pool.give(answers);
         clock.lap(&self.timings, Phase::Decode);

@@ -13,6 +13,7 @@ use std::cell::RefCell;
 use cubecl::prelude::Client;
 use rowshard_kernels::{HyperParams, LocalTable, NonFinitePolicy, StateShape, TableConfig};
 
+use crate::cache::{CachePolicy, CacheStats, RowCache};
 use crate::comm::{Communicator, from_bytes, to_bytes};
 use crate::error::{InputError, ShardError};
 use crate::init::Initializer;
@@ -49,6 +50,8 @@ pub struct ShardedTableSpec {
     pub init: Initializer,
     /// Where optimizer state lives.
     pub state_location: StateLocation,
+    /// The embedding cache.
+    pub cache: CachePolicy,
 }
 
 /// One rank's view of a row-wise sharded table.
@@ -58,7 +61,9 @@ pub struct ShardedTable<'c> {
     shard: LocalTable,
     timings: Timings,
     rows_applied: u64,
+    rows_fetched: std::cell::Cell<u64>,
     step: RefCell<StepBuffers>,
+    cache: RefCell<Option<RowCache>>,
 }
 
 impl<'c> ShardedTable<'c> {
@@ -76,7 +81,22 @@ impl<'c> ShardedTable<'c> {
             Err(e) => vec![("partition", format!("invalid: {e}"))],
         };
         crate::agree::agree_on(comm, &fields)?;
+        // Every rank agreed on the policy, so every rank refuses a bad one alike.
+        spec.cache.validate()?;
         let partition = partition?;
+        let cache = match spec.cache {
+            CachePolicy::None => None,
+            CachePolicy::ReadOnly { ratio } => Some(RowCache::new(
+                spec.rows,
+                ratio,
+                spec.config.dim * spec.config.weight_dtype.size(),
+            )),
+            CachePolicy::ReadWrite { .. } => {
+                return Err(ShardError::Unsupported(
+                    "the read-write cache over host memory is not implemented yet".into(),
+                ));
+            }
+        };
         if spec.state_location == StateLocation::Host
             && !rowshard_kernels::shape::is_cpu_runtime(client)
         {
@@ -109,7 +129,9 @@ impl<'c> ShardedTable<'c> {
             shard,
             timings: Timings::default(),
             rows_applied: 0,
+            rows_fetched: Default::default(),
             step: RefCell::default(),
+            cache: RefCell::new(cache),
         })
     }
 
@@ -133,6 +155,23 @@ impl<'c> ShardedTable<'c> {
         self.shard.config()
     }
 
+    /// What this rank's cache did so far (zeros without a cache).
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache
+            .borrow()
+            .as_ref()
+            .map(RowCache::stats)
+            .unwrap_or_default()
+    }
+
+    /// Drops every cached copy on this rank: call it on every rank after writing shards
+    /// directly (through [`ShardedTable::shard_mut`]); checkpoint loads do.
+    pub fn clear_cache(&self) {
+        if let Some(cache) = self.cache.borrow_mut().as_mut() {
+            cache.clear();
+        }
+    }
+
     /// Steps applied (equal on every rank).
     pub fn step(&self) -> u64 {
         self.shard.step()
@@ -148,10 +187,17 @@ impl<'c> ShardedTable<'c> {
         self.rows_applied
     }
 
-    /// Resets [`ShardedTable::timings`] and [`ShardedTable::rows_applied`].
+    /// Rows this rank's lookups received from other ranks, summed over calls.
+    pub fn rows_fetched(&self) -> u64 {
+        self.rows_fetched.get()
+    }
+
+    /// Resets [`ShardedTable::timings`], [`ShardedTable::rows_applied`] and
+    /// [`ShardedTable::rows_fetched`].
     pub fn reset_timings(&mut self) {
         self.timings = Timings::default();
         self.rows_applied = 0;
+        self.rows_fetched.set(0);
     }
 
     /// Sets a hyper-parameter by name (WholeMemory's `set_parameter`); call it on every rank.
@@ -297,6 +343,7 @@ fn describe(spec: &ShardedTableSpec, partition: &Partition) -> Vec<(&'static str
         ),
         ("stochastic rounding", c.stochastic_rounding.to_string()),
         ("state location", format!("{:?}", spec.state_location)),
+        ("cache", format!("{:?}", spec.cache)),
         ("hyper-parameters of", spec.hyper.optimizer().to_string()),
     ];
     fields.extend(
