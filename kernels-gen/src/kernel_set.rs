@@ -8,7 +8,9 @@ use cubecl::prelude::*;
 use cubecl::server::Handle;
 
 use crate::element::runtime_error;
-use crate::kernels::{apply::fused_apply, gather::gather_rows, update::UpdateRule};
+use crate::kernels::{
+    apply::fused_apply, copy::copy_rows, gather::gather_rows, update::UpdateRule,
+};
 use crate::shape::{LaunchShape, vector_size};
 use crate::{DType, KernelError, TableConfig, with_dtype};
 
@@ -194,6 +196,37 @@ impl KernelSet {
                 )
             }
         })
+    }
+
+    /// Enqueues `dst[dst_rows[i]] = src[src_rows[i]]` for `n` pairs of rows of `words` 32-bit
+    /// words each. The caller has checked every index and that `dst_rows` has no duplicate.
+    pub fn copy_rows(
+        &self,
+        src: (&Handle, &Handle),
+        dst: (&Handle, &Handle),
+        n: usize,
+        words: usize,
+    ) {
+        if n == 0 || words == 0 {
+            return;
+        }
+        let shape = LaunchShape::for_rows(&self.client, n);
+        let len = |h: &Handle| h.size() as usize / 4;
+        // SAFETY: every index is a row of its buffer (checked by the caller), and distinct
+        // destination rows give each unit disjoint words to write.
+        unsafe {
+            copy_rows::launch_unchecked(
+                &self.client,
+                shape.count(),
+                shape.dim(),
+                BufferArg::from_raw_parts(src.0.clone(), len(src.0)),
+                BufferArg::from_raw_parts(src.1.clone(), n),
+                BufferArg::from_raw_parts(dst.0.clone(), len(dst.0)),
+                BufferArg::from_raw_parts(dst.1.clone(), n),
+                words as u32,
+                shape.rows_per_unit,
+            )
+        }
     }
 
     /// Enqueues the fused update of `step` into `table`. The caller has checked every row and

@@ -423,6 +423,88 @@ impl LocalTable {
     }
 }
 
+impl LocalTable {
+    /// The rows `rows` of buffer `slot`, in that order, in its storage dtype's little-endian
+    /// bytes (`rows.len() × width` values): single lines of a table, for a cache to write back.
+    /// Rows must be whole 32-bit words (an even `dim` for 16-bit dtypes).
+    pub fn read_rows(&self, slot: Slot, rows: &[u32]) -> Result<Vec<u8>, KernelError> {
+        self.check_rows(rows)?;
+        let (buffer, dtype, width) = self.slot(slot)?;
+        let row_bytes = whole_words(width * dtype.size())?;
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let client = self.kernels.client();
+        let src_rows = client.create(self.uploads.bytes_of(rows));
+        let iota: Vec<u32> = (0..rows.len() as u32).collect();
+        let dst_rows = client.create(self.uploads.bytes_of(&iota));
+        let out = client.empty(rows.len() * row_bytes);
+        let src = buffer.of(self.buffers());
+        self.kernels.copy_rows(
+            (src, &src_rows),
+            (&out, &dst_rows),
+            rows.len(),
+            row_bytes / 4,
+        );
+        let mut bytes = client.read_one(out).map_err(runtime_error)?.to_vec();
+        bytes.truncate(rows.len() * row_bytes);
+        Ok(bytes)
+    }
+
+    /// Overwrites the rows `rows` (distinct) of buffer `slot` with `bytes`, laid out as
+    /// [`LocalTable::read_rows`] returns them: loads cache lines. Refused input changes nothing.
+    pub fn write_rows(&self, slot: Slot, rows: &[u32], bytes: &[u8]) -> Result<(), KernelError> {
+        self.check_rows(rows)?;
+        let (buffer, dtype, width) = self.slot(slot)?;
+        let row_bytes = whole_words(width * dtype.size())?;
+        if bytes.len() != rows.len() * row_bytes {
+            return Err(KernelError::ShapeMismatch {
+                what: "rows to write (bytes)",
+                expected: rows.len() * row_bytes,
+                got: bytes.len(),
+            });
+        }
+        let mut seen = rows.to_vec();
+        seen.sort_unstable();
+        if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
+            return Err(KernelError::InvalidShape(format!(
+                "row {} written twice in one call",
+                w[0]
+            )));
+        }
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let client = self.kernels.client();
+        let mut staged = self.uploads.take(bytes.len());
+        staged.extend_from_slice(bytes);
+        let src = client.create(self.uploads.bytes(staged));
+        let iota: Vec<u32> = (0..rows.len() as u32).collect();
+        let src_rows = client.create(self.uploads.bytes_of(&iota));
+        let dst_rows = client.create(self.uploads.bytes_of(rows));
+        let dst = buffer.of(self.buffers());
+        self.kernels.copy_rows(
+            (&src, &src_rows),
+            (dst, &dst_rows),
+            rows.len(),
+            row_bytes / 4,
+        );
+        cubecl::future::block_on(client.sync()).map_err(runtime_error)?;
+        Ok(())
+    }
+}
+
+/// `row_bytes`, if rows of that many bytes are whole 32-bit words (what the row copy moves).
+fn whole_words(row_bytes: usize) -> Result<usize, KernelError> {
+    if row_bytes.is_multiple_of(4) {
+        Ok(row_bytes)
+    } else {
+        Err(KernelError::InvalidShape(format!(
+            "rows of {row_bytes} bytes are not whole 32-bit words (use an even dim with 16-bit dtypes)"
+        )))
+    }
+}
+
 impl Drop for LocalTable {
     /// Frees the buffers and asks the runtime to return the memory: the `cpu` runtime pools memory
     /// per stream (per thread), and a pool whose thread is gone would otherwise keep it.

@@ -169,6 +169,9 @@ pub enum ShardError {
     /// A cache that cannot be built.
     #[error("invalid cache: {0}")]
     InvalidCache(String),
+    /// Modified cache lines could not be written back to host memory (nothing changed).
+    #[error("cache write-back: {0}")]
+    WriteBack(String),
     /// A partition that cannot be built.
     #[error("invalid partition: {0}")]
     InvalidPartition(String),

@@ -1,4 +1,4 @@
-//! The CubeCL kernels: row gather, the fused gather-gradient-apply per optimizer, the dense
+//! The CubeCL kernels: row gather, row copy between buffers, the fused gather-gradient-apply per optimizer, the dense
 //! products of KvsAll scoring, and the helpers `#[scoring]`'s generated kernels call.
 //!
 //! `#[cube]` generates an undocumented module and struct per function; the functions themselves
@@ -9,6 +9,8 @@
 
 #[allow(missing_docs)]
 pub mod apply;
+#[allow(missing_docs)]
+pub mod copy;
 #[allow(missing_docs)]
 pub mod dense;
 #[allow(missing_docs)]

@@ -92,6 +92,26 @@ impl Directory {
             .clone()
             .find(|&s| self.tags[s] == EMPTY)
             .unwrap_or_else(|| ways.min_by_key(|&s| self.counts[s]).expect("32 ways"));
+        (slot, self.place(key, slot))
+    }
+
+    /// [`Directory::insert`], except that ways marked in `pinned` (indexed by slot) are never
+    /// replaced; `None` (and nothing changed) when every way of `key`'s set is pinned.
+    pub fn insert_avoiding(
+        &mut self,
+        key: u32,
+        pinned: &[bool],
+    ) -> Option<(usize, Option<Evicted>)> {
+        let free = self.ways(self.set_of(key)).filter(|&s| !pinned[s]);
+        let slot = free
+            .clone()
+            .find(|&s| self.tags[s] == EMPTY)
+            .or_else(|| free.min_by_key(|&s| self.counts[s]))?;
+        Some((slot, self.place(key, slot)))
+    }
+
+    /// Puts `key` in `slot`, returning what the slot held.
+    fn place(&mut self, key: u32, slot: usize) -> Option<Evicted> {
         let evicted = (self.tags[slot] != EMPTY).then(|| Evicted {
             key: self.tags[slot],
             modified: self.modified[slot],
@@ -99,7 +119,7 @@ impl Directory {
         self.tags[slot] = key;
         self.counts[slot] = 1;
         self.modified[slot] = false;
-        (slot, evicted)
+        evicted
     }
 
     /// Marks `slot`'s line modified.
@@ -206,6 +226,33 @@ mod tests {
             base + 5,
             "the emptied way is used first"
         );
+    }
+
+    #[test]
+    fn pinned_ways_are_never_replaced() {
+        let mut d = Directory::new(10_000, 1.0 / 64.0);
+        let keys = same_set(&d, WAYS + 1);
+        let mut pinned = vec![false; d.capacity()];
+        for &k in &keys[..WAYS] {
+            let (slot, evicted) = d.insert_avoiding(k, &pinned).unwrap();
+            assert_eq!(evicted, None);
+            pinned[slot] = true;
+        }
+        let before = d.clone();
+        assert_eq!(
+            d.insert_avoiding(keys[WAYS], &pinned),
+            None,
+            "a full pinned set"
+        );
+        assert_eq!(d.tags, before.tags, "nothing changed");
+        // Unpin one way: it is the one replaced, whatever the counters say.
+        let way = d.find(keys[3]).unwrap();
+        for _ in 0..5 {
+            d.touch(way);
+        }
+        pinned[way] = false;
+        let (slot, evicted) = d.insert_avoiding(keys[WAYS], &pinned).unwrap();
+        assert_eq!((slot, evicted.map(|e| e.key)), (way, Some(keys[3])));
     }
 
     #[test]

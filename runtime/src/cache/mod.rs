@@ -3,8 +3,9 @@
 //! - **read-only** ([`RowCache`]): each rank keeps copies of rows other ranks own, so a lookup
 //!   serves hits locally and routes only misses; every row an `apply_gradients` updates is
 //!   invalidated on every rank before the next lookup, so a lookup never returns a stale row;
-//! - **read-write**: a device cache over a shard kept in host memory — not implemented yet
-//!   (refused with `ShardError::Unsupported`).
+//! - **read-write** ([`WriteBackCache`]): the shard's weights and optimizer states live in host
+//!   memory; its hot rows and their states are cached in lines on the device, updated there by
+//!   the fused kernels and written back when evicted or by `write_back_all`/`drop_all`.
 //!
 //! The cache uses a set-associative [`Directory`]: 32 ways per set, each set covering
 //! `round(32 / ratio)` consecutive rows, least-frequently-used replacement with bounded
@@ -12,9 +13,11 @@
 
 mod directory;
 mod read_only;
+mod write_back;
 
 pub use directory::{Directory, Evicted, WAYS};
 pub use read_only::RowCache;
+pub use write_back::{Round, WriteBackCache};
 
 use crate::error::ShardError;
 

@@ -186,7 +186,13 @@ impl ShardedTable<'_> {
         clock.lap(&self.timings, Phase::Decode);
         step.grouped.regroup(&step.rows, &mut step.scratch);
         self.rows_applied += step.grouped.len() as u64;
-        self.shard.apply_grouped(&step.grouped, staged, params)?;
+        Self::apply_local(
+            &mut self.shard,
+            self.host.as_ref(),
+            &step.grouped,
+            staged,
+            params,
+        )?;
         clock.lap(&self.timings, Phase::Apply);
         // Every rank drops its cached copies of the rows any rank just updated.
         if self.cache.borrow().is_some() {

@@ -134,7 +134,7 @@ impl ShardedTable<'_> {
         }
         let pool = &mut step.pool;
         let rows_out = &mut *out;
-        let replies: Vec<Vec<u8>> = self.shard.gather_with(&step.rows, |gathered| {
+        let replies: Vec<Vec<u8>> = self.gather_local(&step.rows, |gathered| {
             let own = &gathered[own_start * row_bytes..];
             for (k, &u) in route.grouped[route.of_owner(me)].iter().enumerate() {
                 let src = &own[k * row_bytes..(k + 1) * row_bytes];

@@ -4,6 +4,7 @@
 mod apply;
 mod buffers;
 mod element;
+mod local;
 mod lookup;
 mod route;
 mod timings;
@@ -11,9 +12,9 @@ mod timings;
 use std::cell::RefCell;
 
 use cubecl::prelude::Client;
-use rowshard_kernels::{HyperParams, LocalTable, NonFinitePolicy, StateShape, TableConfig};
+use rowshard_kernels::{HyperParams, LocalTable, NonFinitePolicy, Slot, StateShape, TableConfig};
 
-use crate::cache::{CachePolicy, CacheStats, RowCache};
+use crate::cache::{CachePolicy, CacheStats, RowCache, WriteBackCache};
 use crate::comm::{Communicator, from_bytes, to_bytes};
 use crate::error::{InputError, ShardError};
 use crate::init::Initializer;
@@ -28,9 +29,10 @@ pub enum StateLocation {
     /// Beside the shard's weights, on the same device.
     #[default]
     WithShard,
-    /// In host memory while the weights stay on the device (dicee's `adam_device="cpu"`). On the
-    /// `cpu` runtime the device memory is host memory, so this is what `WithShard` gives there;
-    /// on GPU runtimes it is not implemented yet and is refused.
+    /// In host memory (dicee's `adam_device="cpu"`). On the `cpu` runtime the device memory is
+    /// host memory, so this is what `WithShard` gives there; on GPU runtimes it needs the
+    /// read-write cache ([`CachePolicy::ReadWrite`]), which keeps the whole shard — weights and
+    /// states — in host memory and its hot rows on the device.
     Host,
 }
 
@@ -64,6 +66,8 @@ pub struct ShardedTable<'c> {
     rows_fetched: std::cell::Cell<u64>,
     step: RefCell<StepBuffers>,
     cache: RefCell<Option<RowCache>>,
+    /// With a read-write cache: the shard in host memory (`shard` then holds its lines).
+    host: Option<RefCell<WriteBackCache>>,
 }
 
 impl<'c> ShardedTable<'c> {
@@ -85,23 +89,32 @@ impl<'c> ShardedTable<'c> {
         spec.cache.validate()?;
         let partition = partition?;
         let cache = match spec.cache {
-            CachePolicy::None => None,
             CachePolicy::ReadOnly { ratio } => Some(RowCache::new(
                 spec.rows,
                 ratio,
                 spec.config.dim * spec.config.weight_dtype.size(),
             )),
-            CachePolicy::ReadWrite { .. } => {
-                return Err(ShardError::Unsupported(
-                    "the read-write cache over host memory is not implemented yet".into(),
-                ));
-            }
+            CachePolicy::None | CachePolicy::ReadWrite { .. } => None,
+        };
+        let write_back = match spec.cache {
+            CachePolicy::ReadWrite { ratio } => Some(ratio),
+            _ => None,
         };
         if spec.state_location == StateLocation::Host
+            && write_back.is_none()
             && !rowshard_kernels::shape::is_cpu_runtime(client)
         {
             return Err(ShardError::Unsupported(
-                "optimizer state in host memory with weights on a GPU runtime (not implemented yet)".into(),
+                "optimizer state in host memory on a GPU runtime needs the read-write cache \
+                 (CachePolicy::ReadWrite)"
+                    .into(),
+            ));
+        }
+        if write_back.is_some() && spec.config.stochastic_rounding {
+            return Err(ShardError::Unsupported(
+                "stochastic rounding with the read-write cache (rounding is keyed by a row's \
+                 place on the device, which a cache line changes)"
+                    .into(),
             ));
         }
         let rank = comm.rank();
@@ -119,7 +132,20 @@ impl<'c> ShardedTable<'c> {
                 spec.config.optimizer
             )));
         }
-        let mut shard = LocalTable::new(client, spec.config, local, &init)?;
+        let (mut shard, host) = match write_back {
+            None => (LocalTable::new(client, spec.config, local, &init)?, None),
+            Some(ratio) => {
+                let host = WriteBackCache::new(&spec.config, local, ratio, &init)?;
+                let lines = host.lines();
+                let zeros = vec![0.0; lines * dim];
+                let lines = LocalTable::new(client, spec.config, lines, &zeros).map_err(|e| {
+                    ShardError::InvalidCache(format!(
+                        "{lines} cache lines do not fit on this runtime: {e}"
+                    ))
+                })?;
+                (lines, Some(RefCell::new(host)))
+            }
+        };
         for (name, value) in spec.hyper.iter() {
             shard.set_parameter(name, value)?;
         }
@@ -132,6 +158,7 @@ impl<'c> ShardedTable<'c> {
             rows_fetched: Default::default(),
             step: RefCell::default(),
             cache: RefCell::new(cache),
+            host,
         })
     }
 
@@ -140,7 +167,7 @@ impl<'c> ShardedTable<'c> {
         &self.partition
     }
 
-    /// This rank's shard.
+    /// This rank's shard on the device (with a read-write cache: its cache lines).
     pub fn shard(&self) -> &LocalTable {
         &self.shard
     }
@@ -157,6 +184,9 @@ impl<'c> ShardedTable<'c> {
 
     /// What this rank's cache did so far (zeros without a cache).
     pub fn cache_stats(&self) -> CacheStats {
+        if let Some(host) = &self.host {
+            return host.borrow().stats();
+        }
         self.cache
             .borrow()
             .as_ref()
@@ -164,8 +194,35 @@ impl<'c> ShardedTable<'c> {
             .unwrap_or_default()
     }
 
-    /// Drops every cached copy on this rank: call it on every rank after writing shards
-    /// directly (through [`ShardedTable::shard_mut`]); checkpoint loads do.
+    /// With a read-write cache, writes every modified line back to host memory (lines stay
+    /// cached); otherwise does nothing. This rank only (not a collective). A failure changes
+    /// nothing.
+    pub fn write_back_all(&self) -> Result<(), ShardError> {
+        match &self.host {
+            Some(host) => host.borrow_mut().write_back_all(&self.shard),
+            None => Ok(()),
+        }
+    }
+
+    /// With a read-write cache, writes every modified line back and then invalidates every
+    /// line; otherwise does nothing. This rank only. A failure changes nothing.
+    pub fn drop_all(&self) -> Result<(), ShardError> {
+        match &self.host {
+            Some(host) => host.borrow_mut().drop_all(&self.shard),
+            None => Ok(()),
+        }
+    }
+
+    /// Makes the read-write cache's next write-back fail, to test the failure path.
+    #[doc(hidden)]
+    pub fn fail_next_write_back(&self) {
+        if let Some(host) = &self.host {
+            host.borrow_mut().fail_next_write_back();
+        }
+    }
+
+    /// Drops every read-only cached copy on this rank: call it on every rank after writing
+    /// shards directly (through [`ShardedTable::shard_mut`]); checkpoint loads do.
     pub fn clear_cache(&self) {
         if let Some(cache) = self.cache.borrow_mut().as_mut() {
             cache.clear();
@@ -249,10 +306,18 @@ impl<'c> ShardedTable<'c> {
         chunk_rows: usize,
     ) -> Result<Option<Vec<f32>>, ShardError> {
         let local = self.partition.local_rows(self.comm.rank());
+        self.write_back_all()?;
         self.assemble(
             root,
             chunk_rows,
             |first, n| {
+                if let Some(host) = &self.host {
+                    let host = host.borrow();
+                    let (bytes, dtype) = host.host_slot(Slot::Weights).expect("weights");
+                    let dim = self.config().dim;
+                    return Ok(dtype
+                        .decode(&bytes[first * dim * dtype.size()..][..n * dim * dtype.size()]));
+                }
                 let rows: Vec<u32> = (first as u32..(first + n) as u32).collect();
                 Ok(self.shard.gather(&rows)?)
             },
@@ -270,8 +335,18 @@ impl<'c> ShardedTable<'c> {
         chunk_rows: usize,
     ) -> Result<Option<Vec<f32>>, ShardError> {
         let spec = self.config().optimizer.spec();
-        // `state` refuses names the optimizer does not have.
-        let state = self.shard.state(name)?;
+        let state = match &self.host {
+            Some(host) => {
+                // `read_rows` refuses names the optimizer does not have.
+                self.shard.read_rows(Slot::State(name), &[])?;
+                self.write_back_all()?;
+                let host = host.borrow();
+                let (bytes, dtype) = host.host_slot(Slot::State(name)).expect("checked");
+                dtype.decode(bytes)
+            }
+            // `state` refuses names the optimizer does not have.
+            None => self.shard.state(name)?,
+        };
         let per_element = spec
             .states
             .iter()

@@ -1,0 +1,79 @@
+//! This rank's own rows, gathered and updated: straight on the device shard, or through the
+//! read-write cache, which makes them resident in lines first (in rounds when they do not all fit
+//! at once).
+
+use std::cell::RefCell;
+
+use rowshard_kernels::{LocalTable, Segments};
+
+use super::ShardedTable;
+use crate::cache::WriteBackCache;
+use crate::error::ShardError;
+
+impl ShardedTable<'_> {
+    /// Gathers the local rows `rows` (repeats allowed) and hands their storage-dtype bytes, in
+    /// that order, to `f`.
+    pub(super) fn gather_local<R>(
+        &self,
+        rows: &[u32],
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, ShardError> {
+        let Some(host) = &self.host else {
+            return Ok(self.shard.gather_with(rows, f)?);
+        };
+        let mut host = host.borrow_mut();
+        let row_bytes = self.config().dim * self.config().weight_dtype.size();
+        let groups = Segments::group(rows);
+        let mut out = vec![0u8; rows.len() * row_bytes];
+        let mut pending: Vec<usize> = (0..groups.len()).collect();
+        while let Some(round) = host.next_round(&self.shard, &groups.rows, &mut pending)? {
+            self.shard.gather_with(&round.lines, |bytes| {
+                for (k, &u) in round.positions.iter().enumerate() {
+                    let row = &bytes[k * row_bytes..][..row_bytes];
+                    for &p in groups.inputs(u) {
+                        out[p as usize * row_bytes..][..row_bytes].copy_from_slice(row);
+                    }
+                }
+            })?;
+        }
+        Ok(f(&out))
+    }
+
+    /// Runs the fused update of the grouped local rows (see
+    /// [`rowshard_kernels::LocalTable::apply_grouped`]): one step, whatever the rounds.
+    pub(super) fn apply_local(
+        shard: &mut LocalTable,
+        host: Option<&RefCell<WriteBackCache>>,
+        grouped: &Segments,
+        grads: Vec<u8>,
+        params: &[f32],
+    ) -> Result<(), ShardError> {
+        let Some(host) = host else {
+            return Ok(shard.apply_grouped(grouped, grads, params)?);
+        };
+        let mut host = host.borrow_mut();
+        let step = shard.step();
+        let mut pending: Vec<usize> = (0..grouped.len()).collect();
+        let mut part = Segments::default();
+        while let Some(round) = host.next_round(shard, &grouped.rows, &mut pending)? {
+            // The round's rows, at their lines, with their inputs in the same order.
+            part.rows.clone_from(&round.lines);
+            part.offsets.clear();
+            part.order.clear();
+            part.offsets.push(0);
+            for &u in &round.positions {
+                part.order.extend_from_slice(grouped.inputs(u));
+                part.offsets.push(part.order.len() as u32);
+            }
+            let mut staged = shard.uploads().take(grads.len());
+            staged.extend_from_slice(&grads);
+            // Every round is the same optimizer step.
+            shard.set_step(step);
+            shard.apply_grouped(&part, staged, params)?;
+            host.mark_modified(&round.lines);
+        }
+        shard.set_step(step + 1);
+        shard.uploads().give(grads);
+        Ok(())
+    }
+}
