@@ -453,6 +453,7 @@ impl LocalTable {
 
     /// Overwrites the rows `rows` (distinct) of buffer `slot` with `bytes`, laid out as
     /// [`LocalTable::read_rows`] returns them: loads cache lines. Refused input changes nothing.
+    /// The copy is enqueued on the device; later reads and kernels of the table see it.
     pub fn write_rows(&self, slot: Slot, rows: &[u32], bytes: &[u8]) -> Result<(), KernelError> {
         self.check_rows(rows)?;
         let (buffer, dtype, width) = self.slot(slot)?;
@@ -483,13 +484,14 @@ impl LocalTable {
         let src_rows = client.create(self.uploads.bytes_of(&iota));
         let dst_rows = client.create(self.uploads.bytes_of(rows));
         let dst = buffer.of(self.buffers());
+        // Enqueued, not waited for: the next read or kernel of this table sees the rows (a
+        // runtime failure surfaces there).
         self.kernels.copy_rows(
             (&src, &src_rows),
             (dst, &dst_rows),
             rows.len(),
             row_bytes / 4,
         );
-        cubecl::future::block_on(client.sync()).map_err(runtime_error)?;
         Ok(())
     }
 }

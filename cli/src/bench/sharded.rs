@@ -119,6 +119,12 @@ pub struct CaseResult {
     pub hit_rate: f64,
     /// Rows fetched from other ranks per step (all ranks).
     pub fetched: f64,
+    /// Cache lines evicted per step (all ranks).
+    pub evictions: f64,
+    /// Modified lines written back to host memory per step (all ranks; read-write cache).
+    pub write_backs: f64,
+    /// Bytes the caches kept off the wire per step (all ranks; read-only cache).
+    pub not_sent: f64,
 }
 
 /// The workload's sizes.
@@ -161,13 +167,19 @@ pub struct RankFigures {
     pub misses: u64,
     /// Rows fetched from other ranks per timed step.
     pub fetched: f64,
+    /// Cache evictions over the timed steps.
+    pub evictions: u64,
+    /// Cache write-backs over the timed steps.
+    pub write_backs: u64,
+    /// Bytes the cache kept off the wire over the timed steps.
+    pub not_sent: u64,
 }
 
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 impl RankFigures {
-    fn encode(&self) -> [u64; 15] {
+    fn encode(&self) -> [u64; 18] {
         let ns = |d: Duration| d.as_nanos() as u64;
-        let mut w = [0u64; 15];
+        let mut w = [0u64; 18];
         w[0] = ns(self.step);
         w[1] = self.unique as u64;
         w[2] = self.applied;
@@ -179,6 +191,9 @@ impl RankFigures {
         w[12] = self.hits;
         w[13] = self.misses;
         w[14] = self.fetched.to_bits();
+        w[15] = self.evictions;
+        w[16] = self.write_backs;
+        w[17] = self.not_sent;
         w
     }
 
@@ -198,6 +213,9 @@ impl RankFigures {
             hits: w[12],
             misses: w[13],
             fetched: f64::from_bits(w[14]),
+            evictions: w[15],
+            write_backs: w[16],
+            not_sent: w[17],
         }
     }
 }
@@ -287,6 +305,9 @@ fn run_rank_as<T: RowElement>(
         hits: end.hits - stats.hits,
         misses: end.misses - stats.misses,
         fetched: table.rows_fetched() as f64 / steps as f64,
+        evictions: end.evictions - stats.evictions,
+        write_backs: end.write_backs - stats.write_backs,
+        not_sent: end.bytes_not_sent - stats.bytes_not_sent,
     })
 }
 
@@ -340,6 +361,7 @@ pub fn summarise(workload: &Workload, case: &Case, results: &[RankFigures]) -> C
     let kernel_bytes =
         unique as f64 * (2.0 * row + 2.0 * row + 4.0 * state) + (unique * workload.dim * 4) as f64;
     let gib = (1u64 << 30) as f64;
+    let per_step = |total: u64| total as f64 / workload.steps.max(1) as f64;
     let hits: u64 = results.iter().map(|r| r.hits).sum();
     let looked_up = hits + results.iter().map(|r| r.misses).sum::<u64>();
     // Weights, Adam's m and v (f32) and its per-row step; rows and gradients of the batch three
@@ -359,6 +381,9 @@ pub fn summarise(workload: &Workload, case: &Case, results: &[RankFigures]) -> C
         allocations: results[0].allocations,
         hit_rate: hits as f64 / looked_up.max(1) as f64,
         fetched: results.iter().map(|r| r.fetched).sum(),
+        evictions: per_step(results.iter().map(|r| r.evictions).sum()),
+        write_backs: per_step(results.iter().map(|r| r.write_backs).sum()),
+        not_sent: per_step(results.iter().map(|r| r.not_sent).sum()),
     }
 }
 
@@ -405,6 +430,11 @@ pub fn print_header(workload: &Workload, copy: &CopyBandwidth, transport: &str) 
          peak = resident memory over the timed steps against shards + states + 3x the batch's rows",
         Phase::ALL.map(|p| p.name()).join(", ")
     );
+    println!(
+        "caches (all ranks): hits = share of the looked-up rows served by a cache, fetched = rows \
+         received from other ranks per step, evicted / written = lines evicted / written back \
+         per step, MB saved = bytes kept off the wire per step"
+    );
     print!(
         "{:>5} {:<5} {:<9} {:<6} {:<16} {:>11} {:>10}",
         "ranks", "dtype", "ids", "part", "cache", "M lookups/s", "M uniq/s"
@@ -413,8 +443,18 @@ pub fn print_header(workload: &Workload, copy: &CopyBandwidth, transport: &str) 
         print!(" {:>8}", p.name());
     }
     println!(
-        " {:>7} {:>6} {:>7} {:>7} {:>6} {:>13} {:>6} {:>9}",
-        "busiest", "GB/s", "of copy", "steps/s", "allocs", "peak / budget", "hits", "fetched"
+        " {:>7} {:>6} {:>7} {:>7} {:>6} {:>13} {:>6} {:>9} {:>8} {:>8} {:>8}",
+        "busiest",
+        "GB/s",
+        "of copy",
+        "steps/s",
+        "allocs",
+        "peak / budget",
+        "hits",
+        "fetched",
+        "evicted",
+        "written",
+        "MB saved"
     );
 }
 
@@ -441,7 +481,7 @@ pub fn print_row(r: &CaseResult, copy: &CopyBandwidth) {
         print!(" {:>8}", ms(d));
     }
     println!(
-        " {:>6.0}% {:>6.2} {:>6.1}% {:>7.2} {:>6.1} {:>5.2}/{:<5.2}G {:>5.1}% {:>9.0}",
+        " {:>6.0}% {:>6.2} {:>6.1}% {:>7.2} {:>6.1} {:>5.2}/{:<5.2}G {:>5.1}% {:>9.0} {:>8.0} {:>8.0} {:>8.2}",
         100.0 * r.busiest,
         gbs,
         100.0 * gbs / copy.all_threads,
@@ -450,6 +490,9 @@ pub fn print_row(r: &CaseResult, copy: &CopyBandwidth) {
         r.peak_gib,
         r.budget_gib,
         100.0 * r.hit_rate,
-        r.fetched
+        r.fetched,
+        r.evictions,
+        r.write_backs,
+        r.not_sent / 1e6
     );
 }

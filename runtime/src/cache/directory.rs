@@ -110,6 +110,22 @@ impl Directory {
         Some((slot, self.place(key, slot)))
     }
 
+    /// Undoes an insertion of `key` into `slot` that replaced `evicted` (or nothing).
+    pub fn restore(&mut self, slot: usize, key: u32, evicted: Option<Evicted>) {
+        debug_assert_eq!(self.tags[slot], key);
+        match evicted {
+            Some(e) => {
+                self.tags[slot] = e.key;
+                self.modified[slot] = e.modified;
+            }
+            None => {
+                self.tags[slot] = EMPTY;
+                self.counts[slot] = 0;
+                self.modified[slot] = false;
+            }
+        }
+    }
+
     /// Puts `key` in `slot`, returning what the slot held.
     fn place(&mut self, key: u32, slot: usize) -> Option<Evicted> {
         let evicted = (self.tags[slot] != EMPTY).then(|| Evicted {

@@ -33,6 +33,15 @@ impl HostSlot {
     }
 }
 
+/// `n` zero bytes, written: `vec![0; n]` maps the shared zero page, and every first write to
+/// one of its pages then faults in the middle of a step.
+#[allow(clippy::slow_vector_initialization)]
+fn written_zeros(n: usize) -> Vec<u8> {
+    let mut v = Vec::new();
+    v.resize(n, 0);
+    v
+}
+
 /// The rows of one round: `positions` index the caller's unique rows, `lines` are their lines.
 #[derive(Debug, Default)]
 pub struct Round {
@@ -48,6 +57,10 @@ pub struct WriteBackCache {
     directory: Directory,
     store: Vec<HostSlot>,
     stats: CacheStats,
+    /// Lines the current round uses (indexed by line; cleared after each round).
+    pinned: Vec<bool>,
+    /// Rows gathered through the cache, before they go to the caller (kept between steps).
+    pub(crate) gathered: Vec<u8>,
     fail_next_write_back: bool,
 }
 
@@ -77,7 +90,7 @@ impl WriteBackCache {
                 slot: Slot::State(state.name),
                 dtype,
                 row_bytes: width * dtype.size(),
-                bytes: vec![0; rows * width * dtype.size()],
+                bytes: written_zeros(rows * width * dtype.size()),
             });
         }
         if let Some(s) = store.iter().find(|s| !s.row_bytes.is_multiple_of(4)) {
@@ -87,10 +100,13 @@ impl WriteBackCache {
                 s.slot, s.row_bytes
             )));
         }
+        let directory = Directory::new(rows, ratio);
         Ok(Self {
-            directory: Directory::new(rows, ratio),
+            pinned: vec![false; directory.capacity()],
+            directory,
             store,
             stats: CacheStats::default(),
+            gathered: Vec::new(),
             fail_next_write_back: false,
         })
     }
@@ -119,22 +135,21 @@ impl WriteBackCache {
         if pending.is_empty() {
             return Ok(None);
         }
-        // Planned on a copy of the directory, committed once the copies succeeded.
-        let mut directory = self.directory.clone();
-        let mut pinned = vec![false; directory.capacity()];
         let mut round = Round::default();
         let mut deferred = Vec::new();
-        let (mut loads, mut write_backs) = (Vec::new(), Vec::new());
+        // (row, line, what the line held) of every line this round fills.
+        let mut loads = Vec::new();
+        let mut write_backs = Vec::new();
         let mut stats = self.stats;
         for &p in pending.iter() {
             let row = rows[p];
-            let slot = match directory.find(row) {
+            let slot = match self.directory.find(row) {
                 Some(slot) => {
-                    directory.touch(slot);
+                    self.directory.touch(slot);
                     stats.hits += 1;
                     slot
                 }
-                None => match directory.insert_avoiding(row, &pinned) {
+                None => match self.directory.insert_avoiding(row, &self.pinned) {
                     Some((slot, evicted)) => {
                         if let Some(evicted) = evicted {
                             stats.evictions += 1;
@@ -143,7 +158,7 @@ impl WriteBackCache {
                             }
                         }
                         stats.misses += 1;
-                        loads.push((row, slot as u32));
+                        loads.push((row, slot as u32, evicted));
                         slot
                     }
                     None => {
@@ -152,28 +167,37 @@ impl WriteBackCache {
                     }
                 },
             };
-            pinned[slot] = true;
+            self.pinned[slot] = true;
             round.positions.push(p);
             round.lines.push(slot as u32);
         }
-        self.write_back(lines, &write_backs)?;
+        for &line in &round.lines {
+            self.pinned[line as usize] = false;
+        }
+        if let Err(e) = self.write_back(lines, &write_backs) {
+            // Nothing was copied: put the evicted lines back (their data never left).
+            for &(row, line, evicted) in loads.iter().rev() {
+                self.directory.restore(line as usize, row, evicted);
+            }
+            return Err(e);
+        }
         stats.write_backs += write_backs.len() as u64;
-        let load_lines: Vec<u32> = loads.iter().map(|&(_, line)| line).collect();
+        let load_lines: Vec<u32> = loads.iter().map(|&(_, line, _)| line).collect();
         for slot in &self.store {
-            let mut bytes = Vec::with_capacity(loads.len() * slot.row_bytes);
-            for &(row, _) in &loads {
+            let mut bytes = lines.uploads().take(loads.len() * slot.row_bytes);
+            for &(row, _, _) in &loads {
                 bytes.extend_from_slice(slot.row(row));
             }
-            if let Err(e) = lines.write_rows(slot.slot, &load_lines, &bytes) {
+            let written = lines.write_rows(slot.slot, &load_lines, &bytes);
+            lines.uploads().give(bytes);
+            if let Err(e) = written {
                 // The evicted lines are written back; the lines being loaded hold nothing valid.
-                for &(row, _) in &loads {
-                    directory.invalidate(row);
+                for &(row, _, _) in &loads {
+                    self.directory.invalidate(row);
                 }
-                self.directory = directory;
                 return Err(e.into());
             }
         }
-        self.directory = directory;
         self.stats = stats;
         *pending = deferred;
         Ok(Some(round))

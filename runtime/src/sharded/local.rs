@@ -24,7 +24,8 @@ impl ShardedTable<'_> {
         let mut host = host.borrow_mut();
         let row_bytes = self.config().dim * self.config().weight_dtype.size();
         let groups = Segments::group(rows);
-        let mut out = vec![0u8; rows.len() * row_bytes];
+        let mut out = std::mem::take(&mut host.gathered);
+        out.resize(rows.len() * row_bytes, 0);
         let mut pending: Vec<usize> = (0..groups.len()).collect();
         while let Some(round) = host.next_round(&self.shard, &groups.rows, &mut pending)? {
             self.shard.gather_with(&round.lines, |bytes| {
@@ -36,7 +37,9 @@ impl ShardedTable<'_> {
                 }
             })?;
         }
-        Ok(f(&out))
+        let result = f(&out);
+        host.gathered = out;
+        Ok(result)
     }
 
     /// Runs the fused update of the grouped local rows (see
