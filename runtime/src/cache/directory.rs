@@ -71,7 +71,14 @@ impl Directory {
 
     /// The slot holding `key`, if any (without counting an access).
     pub fn find(&self, key: u32) -> Option<usize> {
-        self.ways(self.set_of(key)).find(|&s| self.tags[s] == key)
+        let base = self.set_of(key) * WAYS;
+        first(base, equal_ways(&self.tags[base..base + WAYS], key))
+    }
+
+    /// Whether `key`'s set has an empty way.
+    pub fn has_room(&self, key: u32) -> bool {
+        let base = self.set_of(key) * WAYS;
+        equal_ways(&self.tags[base..base + WAYS], EMPTY) != 0
     }
 
     /// Counts an access to `slot`.
@@ -87,11 +94,13 @@ impl Directory {
     /// Puts `key` (not present) in its set: in an empty way, else in place of the least
     /// frequently used line (the lowest way among equals). Returns the slot and what it held.
     pub fn insert(&mut self, key: u32) -> (usize, Option<Evicted>) {
-        let ways = self.ways(self.set_of(key));
-        let slot = ways
-            .clone()
-            .find(|&s| self.tags[s] == EMPTY)
-            .unwrap_or_else(|| ways.min_by_key(|&s| self.counts[s]).expect("32 ways"));
+        let base = self.set_of(key) * WAYS;
+        let slot =
+            first(base, equal_ways(&self.tags[base..base + WAYS], EMPTY)).unwrap_or_else(|| {
+                let counts = &self.counts[base..base + WAYS];
+                let least = counts.iter().copied().min().expect("32 ways");
+                first(base, equal_ways(counts, least)).expect("a least used way")
+            });
         (slot, self.place(key, slot))
     }
 
@@ -177,6 +186,21 @@ impl Directory {
             .map(|s| (s, self.tags[s]))
             .collect()
     }
+}
+
+/// A mask with bit `w` set where `ways[w] == value`: a loop without an early exit, which the
+/// compiler turns into a few vector compares.
+fn equal_ways<T: Copy + PartialEq>(ways: &[T], value: T) -> u32 {
+    let mut mask = 0u32;
+    for (w, &v) in ways.iter().enumerate() {
+        mask |= u32::from(v == value) << w;
+    }
+    mask
+}
+
+/// The slot of the lowest way in `mask`, in the set starting at `base`.
+fn first(base: usize, mask: u32) -> Option<usize> {
+    (mask != 0).then(|| base + mask.trailing_zeros() as usize)
 }
 
 #[cfg(test)]

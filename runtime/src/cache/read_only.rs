@@ -10,6 +10,11 @@ pub struct RowCache {
     rows: Vec<u8>,
     row_bytes: usize,
     stats: CacheStats,
+    /// Rows missed once lately, a bit per hash bucket: once a set is full, a row is cached on
+    /// its second miss, so rows looked up once do not push out hot ones (TinyLFU's doorkeeper).
+    /// Cleared after one mark per eight bits.
+    doorkeeper: Vec<u64>,
+    marks: usize,
 }
 
 impl RowCache {
@@ -22,11 +27,15 @@ impl RowCache {
         #[allow(clippy::slow_vector_initialization)]
         let mut rows = Vec::new();
         rows.resize(directory.capacity() * row_bytes, 0u8);
+        // Eight bits per line (at least 64 Ki bits), cleared after a mark per line.
+        let doorkeeper = vec![0; (8 * directory.capacity()).max(1 << 16).div_ceil(64)];
         Self {
             directory,
             rows,
             row_bytes,
             stats: CacheStats::default(),
+            doorkeeper,
+            marks: 0,
         }
     }
 
@@ -52,13 +61,33 @@ impl RowCache {
     }
 
     /// Keeps a copy of global row `id` (not cached), replacing the set's least frequently used
-    /// line if the set is full.
+    /// line if the set is full and `id` was missed lately (else only remembers the miss).
     pub fn put(&mut self, id: u32, row: &[u8]) {
+        if !self.directory.has_room(id) && !self.seen_before(id) {
+            return;
+        }
         let (slot, evicted) = self.directory.insert(id);
         if evicted.is_some() {
             self.stats.evictions += 1;
         }
         self.rows[slot * self.row_bytes..(slot + 1) * self.row_bytes].copy_from_slice(row);
+    }
+
+    /// Whether `id` was missed lately; marks it if not.
+    fn seen_before(&mut self, id: u32) -> bool {
+        let bits = self.doorkeeper.len() as u64 * 64;
+        let bit = (((id as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93) >> 32) * bits) >> 32;
+        let (word, mask) = ((bit / 64) as usize, 1u64 << (bit % 64));
+        if self.doorkeeper[word] & mask != 0 {
+            return true;
+        }
+        self.doorkeeper[word] |= mask;
+        self.marks += 1;
+        if self.marks >= self.doorkeeper.len() * 8 {
+            self.doorkeeper.fill(0);
+            self.marks = 0;
+        }
+        false
     }
 
     /// Drops the copies of rows that changed.
@@ -73,6 +102,8 @@ impl RowCache {
     /// Drops every copy (after the table was written directly, as by a checkpoint load).
     pub fn clear(&mut self) {
         self.directory.clear();
+        self.doorkeeper.fill(0);
+        self.marks = 0;
     }
 
     /// What the cache did so far.
