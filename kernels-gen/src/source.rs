@@ -10,7 +10,9 @@ use cubecl::Compiler;
 use cubecl::ir::{AddressType, DeviceProperties, HardwareProperties, MemoryDeviceProperties};
 use cubecl::prelude::*;
 
-use crate::kernels::{apply::fused_apply, gather::gather_rows, update::UpdateRule};
+use crate::kernels::{
+    apply::fused_apply, copy::copy_rows, gather::gather_rows, update::UpdateRule,
+};
 use crate::{DType, KernelError, TableConfig, with_dtype};
 
 /// The languages kernels can be printed in.
@@ -154,10 +156,28 @@ pub fn gather_source(dtype: DType, language: Language) -> Result<String, KernelE
     })
 }
 
+/// The row-copy kernel of the read-write cache (one for every dtype: it moves 32-bit words),
+/// printed in `language`.
+pub fn copy_source(language: Language) -> Result<String, KernelError> {
+    let kernel = copy_rows::CopyRows::new(
+        snapshot_settings(),
+        snapshot_properties(),
+        Arc::new(Default::default()),
+        buffer(),
+        buffer(),
+        buffer(),
+        buffer(),
+        (),
+        (),
+    );
+    compile(kernel.define(), language)
+}
+
 /// The names kernel entry points start with: rowshard's kernels and those `#[scoring]`
 /// generates.
 const ENTRY_POINTS: &[&str] = &[
     "gather_rows",
+    "copy_rows",
     "fused_apply",
     "dense_scores",
     "dense_table_grad",
