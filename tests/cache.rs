@@ -400,3 +400,34 @@ fn what_the_read_write_cache_cannot_do_is_refused() {
         }
     }
 }
+
+#[test]
+fn a_table_the_runtime_cannot_hold_is_refused_before_anything_is_allocated() {
+    // 4e9 rows of 4096 f32 values: 32 TB of weights per rank, far beyond this machine; the
+    // refusal comes before any allocation (the test would run out of memory otherwise).
+    let huge = ShardedTableSpec {
+        rows: 4_000_000_000,
+        config: rowshard::TableConfig::new(Optimizer::Adam, DType::F32, 4096),
+        ..spec(Optimizer::Adam, DType::F32, PartitionScheme::Even)
+    };
+    for (policy, expected) in [
+        (CachePolicy::None, "read-write cache"),
+        (CachePolicy::ReadWrite { ratio: 1.0 }, "smaller ratio"),
+    ] {
+        let spec = ShardedTableSpec {
+            cache: policy,
+            ..huge.clone()
+        };
+        let results = threads::run(2, |comm| -> Result<_, ShardError> {
+            let client = Backend::Cpu.client()?;
+            ShardedTable::new(comm, &client, &spec).map(|_| ())
+        });
+        for r in results {
+            let e = r.unwrap_err();
+            assert!(
+                matches!(&e, ShardError::InvalidCache(m) if m.contains(expected)),
+                "{policy:?}: {e}"
+            );
+        }
+    }
+}

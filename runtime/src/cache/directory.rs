@@ -38,8 +38,8 @@ impl Directory {
     /// A directory over `rows` rows caching the fraction `ratio` of them (the caller has checked
     /// `ratio` lies in `[1/512, 1]`).
     pub fn new(rows: usize, ratio: f64) -> Self {
-        let rows_per_set = ((WAYS as f64 / ratio).round() as usize).max(WAYS);
-        let sets = rows.div_ceil(rows_per_set).max(1);
+        let rows_per_set = Self::rows_per_set_for(ratio);
+        let sets = Self::capacity_for(rows, ratio) / WAYS;
         Self {
             rows_per_set,
             sets,
@@ -47,6 +47,15 @@ impl Directory {
             counts: vec![0; sets * WAYS],
             modified: vec![false; sets * WAYS],
         }
+    }
+
+    fn rows_per_set_for(ratio: f64) -> usize {
+        ((WAYS as f64 / ratio).round() as usize).max(WAYS)
+    }
+
+    /// The lines a directory over `rows` rows at `ratio` has, without building it.
+    pub fn capacity_for(rows: usize, ratio: f64) -> usize {
+        rows.div_ceil(Self::rows_per_set_for(ratio)).max(1) * WAYS
     }
 
     /// Lines (the cache's capacity in rows).

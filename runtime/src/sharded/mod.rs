@@ -23,6 +23,52 @@ use buffers::StepBuffers;
 pub use element::RowElement;
 pub use timings::{Phase, Timings};
 
+/// Refuses a table whose device buffers the runtime cannot hold — the shard's `rows` rows, or
+/// with a read-write cache of `ratio`, its lines — before anything is allocated: each buffer
+/// must fit the runtime's largest allocation, and all of them its memory where it says.
+fn check_device_fits(
+    client: &Client,
+    config: &TableConfig,
+    rows: usize,
+    write_back: Option<f64>,
+) -> Result<(), ShardError> {
+    let device_rows = match write_back {
+        Some(ratio) => crate::cache::Directory::capacity_for(rows, ratio),
+        None => rows,
+    } as u64;
+    let spec = config.optimizer.spec();
+    let mut buffers = vec![device_rows * (config.dim * config.weight_dtype.size()) as u64];
+    for state in spec.states {
+        buffers.push(match state.shape {
+            StateShape::PerElement => device_rows * (config.dim * config.state_dtype.size()) as u64,
+            StateShape::PerRow => device_rows * 4,
+        });
+    }
+    let memory = &client.properties().memory;
+    let largest = buffers.iter().copied().max().unwrap_or(0);
+    let total: u64 = buffers.iter().sum();
+    let limit = if largest > memory.max_page_size {
+        format!(
+            "a buffer of {largest} bytes, and its largest is {}",
+            memory.max_page_size
+        )
+    } else if let Some(max) = memory.max_memory().filter(|&m| total > m) {
+        format!("{total} bytes, and it has {max}")
+    } else {
+        return Ok(());
+    };
+    Err(match write_back {
+        Some(ratio) => ShardError::InvalidCache(format!(
+            "a read-write cache of ratio {ratio} ({device_rows} lines) needs {limit} on this \
+             runtime: use a smaller ratio"
+        )),
+        None => ShardError::InvalidCache(format!(
+            "a shard of {device_rows} rows needs {limit} on this runtime: keep it in host \
+             memory with a read-write cache (CachePolicy::ReadWrite)"
+        )),
+    })
+}
+
 /// Where optimizer state lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum StateLocation {
@@ -117,6 +163,12 @@ impl<'c> ShardedTable<'c> {
                     .into(),
             ));
         }
+        // The same verdict on every rank: the largest shard decides.
+        let largest = (0..comm.world())
+            .map(|r| partition.local_rows(r))
+            .max()
+            .unwrap_or(0);
+        check_device_fits(client, &spec.config, largest, write_back)?;
         let rank = comm.rank();
         let local = partition.local_rows(rank);
         let dim = spec.config.dim;
