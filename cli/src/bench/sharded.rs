@@ -113,6 +113,8 @@ pub struct CaseResult {
     pub peak_gib: f64,
     /// What the peak may be: shards and optimizer states plus three times the batch's rows, GiB.
     pub budget_gib: f64,
+    /// Resident memory before the tables were created (the runtime, libraries), GiB.
+    pub base_gib: f64,
     /// Allocations of at least 64 KiB per timed step (the process).
     pub allocations: f64,
     /// Share of the looked-up unique rows the caches served (all ranks).
@@ -159,6 +161,8 @@ pub struct RankFigures {
     pub split: [Duration; 7],
     /// Peak resident memory of this process over the timed steps, GiB.
     pub peak_gib: f64,
+    /// Resident memory of this process before the table was created, GiB.
+    pub base_gib: f64,
     /// Large allocations of this process per timed step.
     pub allocations: f64,
     /// Cache hits over the timed steps.
@@ -177,9 +181,9 @@ pub struct RankFigures {
 
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 impl RankFigures {
-    fn encode(&self) -> [u64; 18] {
+    fn encode(&self) -> [u64; 19] {
         let ns = |d: Duration| d.as_nanos() as u64;
-        let mut w = [0u64; 18];
+        let mut w = [0u64; 19];
         w[0] = ns(self.step);
         w[1] = self.unique as u64;
         w[2] = self.applied;
@@ -194,6 +198,7 @@ impl RankFigures {
         w[15] = self.evictions;
         w[16] = self.write_backs;
         w[17] = self.not_sent;
+        w[18] = self.base_gib.to_bits();
         w
     }
 
@@ -216,6 +221,7 @@ impl RankFigures {
             evictions: w[15],
             write_backs: w[16],
             not_sent: w[17],
+            base_gib: f64::from_bits(w[18]),
         }
     }
 }
@@ -253,6 +259,8 @@ fn run_rank_as<T: RowElement>(
         cache: case.cache,
         hyper: HyperParams::new(Optimizer::Adam),
     };
+    // Before any rank allocates: `new` agrees on the description first.
+    let base_gib = resident_gib();
     let mut table = ShardedTable::new(comm, &client, &spec)?;
     let per_rank = workload.batch / comm.world();
     let mut sampler = IdSampler::new(workload.rows, case.ids, 1000 + comm.rank() as u64);
@@ -301,6 +309,7 @@ fn run_rank_as<T: RowElement>(
         applied: table.rows_applied(),
         split,
         peak_gib: peak_gib(),
+        base_gib,
         allocations,
         hits: end.hits - stats.hits,
         misses: end.misses - stats.misses,
@@ -338,6 +347,7 @@ pub fn run_case_on(
     let mut result = summarise(workload, case, &figures);
     // Separate processes: their memory and allocations add up.
     result.peak_gib = figures.iter().map(|f| f.peak_gib).sum();
+    result.base_gib = figures.iter().map(|f| f.base_gib).sum();
     result.allocations = figures.iter().map(|f| f.allocations).sum();
     Ok((comm.rank() == 0).then_some(result))
 }
@@ -377,6 +387,7 @@ pub fn summarise(workload: &Workload, case: &Case, results: &[RankFigures]) -> C
         split: results[0].split,
         kernel_bytes,
         peak_gib: results[0].peak_gib,
+        base_gib: results[0].base_gib,
         budget_gib: (table + 3.0 * batch) / gib,
         allocations: results[0].allocations,
         hit_rate: hits as f64 / looked_up.max(1) as f64,
@@ -427,7 +438,8 @@ pub fn print_header(workload: &Workload, copy: &CopyBandwidth, transport: &str) 
     );
     println!(
         "per step on rank 0: {}; allocs = allocations of 64 KiB or more per step (process); \
-         peak = resident memory over the timed steps against shards + states + 3x the batch's rows",
+         peak = resident memory over the timed steps against shards + states + 3x the batch's rows, \
+         base = resident memory before the tables were created (runtime, libraries)",
         Phase::ALL.map(|p| p.name()).join(", ")
     );
     println!(
@@ -443,13 +455,14 @@ pub fn print_header(workload: &Workload, copy: &CopyBandwidth, transport: &str) 
         print!(" {:>8}", p.name());
     }
     println!(
-        " {:>7} {:>6} {:>7} {:>7} {:>6} {:>13} {:>6} {:>9} {:>8} {:>8} {:>8}",
+        " {:>7} {:>6} {:>7} {:>7} {:>6} {:>13} {:>6} {:>6} {:>9} {:>8} {:>8} {:>8}",
         "busiest",
         "GB/s",
         "of copy",
         "steps/s",
         "allocs",
         "peak / budget",
+        "base",
         "hits",
         "fetched",
         "evicted",
@@ -481,7 +494,7 @@ pub fn print_row(r: &CaseResult, copy: &CopyBandwidth) {
         print!(" {:>8}", ms(d));
     }
     println!(
-        " {:>6.0}% {:>6.2} {:>6.1}% {:>7.2} {:>6.1} {:>5.2}/{:<5.2}G {:>5.1}% {:>9.0} {:>8.0} {:>8.0} {:>8.2}",
+        " {:>6.0}% {:>6.2} {:>6.1}% {:>7.2} {:>6.1} {:>5.2}/{:<5.2}G {:>5.2}G {:>5.1}% {:>9.0} {:>8.0} {:>8.0} {:>8.2}",
         100.0 * r.busiest,
         gbs,
         100.0 * gbs / copy.all_threads,
@@ -489,6 +502,7 @@ pub fn print_row(r: &CaseResult, copy: &CopyBandwidth) {
         r.allocations,
         r.peak_gib,
         r.budget_gib,
+        r.base_gib,
         100.0 * r.hit_rate,
         r.fetched,
         r.evictions,
