@@ -13,6 +13,7 @@ pub mod segments;
 pub mod shape;
 pub mod source;
 pub mod upload;
+pub mod wait;
 
 pub use dense_set::DenseKernels;
 pub use kernel_set::KernelSet;

@@ -229,7 +229,7 @@ impl LocalTable {
         let device_out = client.empty(rows.len() * self.dim() * dtype.size());
         self.kernels
             .gather(self.buffers(), &ids, rows.len(), &device_out);
-        let bytes = client.read_one(device_out).map_err(runtime_error)?;
+        let bytes = crate::wait::read_one(client, device_out)?;
         Ok(f(&bytes))
     }
 
@@ -312,7 +312,7 @@ impl LocalTable {
         self.step += 1;
         self.kernels
             .apply(self.buffers(), &step, self.seed, self.step as u32);
-        cubecl::future::block_on(client.sync()).map_err(runtime_error)?;
+        crate::wait::sync(client)?;
         Ok(())
     }
 
@@ -446,7 +446,7 @@ impl LocalTable {
             rows.len(),
             row_bytes / 4,
         );
-        let mut bytes = client.read_one(out).map_err(runtime_error)?.to_vec();
+        let mut bytes = crate::wait::read_one(client, out)?.to_vec();
         bytes.truncate(rows.len() * row_bytes);
         Ok(bytes)
     }

@@ -375,7 +375,7 @@ impl<S: ScoringFunction> ScoreKernels<S> {
         if len == 0 {
             return Ok(Vec::new());
         }
-        let bytes = self.client.read_one(handle).map_err(runtime_error)?;
+        let bytes = rowshard_kernels::wait::read_one(&self.client, handle)?;
         let mut values: Vec<f32> = bytemuck::pod_collect_to_vec(&bytes);
         values.truncate(len);
         Ok(values)
