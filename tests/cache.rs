@@ -111,6 +111,17 @@ fn check_on(
     total
 }
 
+/// The errors two ranks get creating `spec` on `backend` (each must be refused).
+fn refusals(backend: Backend, spec: &ShardedTableSpec) -> Vec<ShardError> {
+    threads::run(2, |comm| -> Result<_, ShardError> {
+        let client = backend.client()?;
+        ShardedTable::new(comm, &client, spec).map(|_| ())
+    })
+    .into_iter()
+    .map(|r| r.expect_err("refused"))
+    .collect()
+}
+
 /// [`check_on`] the `cpu` runtime with a read-only cache of `ratio`.
 fn check(world: usize, spec: &ShardedTableSpec, ratio: f64, what: &str) -> CacheStats {
     check_on(
@@ -179,12 +190,7 @@ fn a_bad_ratio_is_refused_on_every_rank() {
             cache: CachePolicy::ReadOnly { ratio },
             ..spec(Optimizer::Sgd, DType::F32, PartitionScheme::Even)
         };
-        let results = threads::run(2, |comm| -> Result<_, ShardError> {
-            let client = Backend::Cpu.client()?;
-            ShardedTable::new(comm, &client, &spec).map(|_| ())
-        });
-        for r in results {
-            let e = r.unwrap_err();
+        for e in refusals(Backend::Cpu, &spec) {
             assert!(
                 matches!(&e, ShardError::InvalidCache(m) if m.contains("[1/512, 1]")),
                 "{ratio}: {e}"
@@ -309,12 +315,7 @@ fn state_in_host_memory_on_wgpu_needs_the_read_write_cache() {
         state_location: StateLocation::Host,
         ..spec(Optimizer::Adam, DType::F32, PartitionScheme::Even)
     };
-    let results = threads::run(2, |comm| -> Result<_, ShardError> {
-        let client = Backend::Wgpu.client()?;
-        ShardedTable::new(comm, &client, &spec).map(|_| ())
-    });
-    for r in results {
-        let e = r.unwrap_err();
+    for e in refusals(Backend::Wgpu, &spec) {
         assert!(
             matches!(&e, ShardError::Unsupported(m) if m.contains("read-write cache")),
             "{e}"
@@ -390,12 +391,7 @@ fn what_the_read_write_cache_cannot_do_is_refused() {
         ..spec(Optimizer::Sgd, DType::F16, PartitionScheme::Even)
     };
     for (spec, expected) in [(rounding, "stochastic rounding"), (odd, "even dim")] {
-        let results = threads::run(2, |comm| -> Result<_, ShardError> {
-            let client = Backend::Cpu.client()?;
-            ShardedTable::new(comm, &client, &spec).map(|_| ())
-        });
-        for r in results {
-            let e = r.unwrap_err();
+        for e in refusals(Backend::Cpu, &spec) {
             assert!(e.to_string().contains(expected), "{e}");
         }
     }
@@ -418,12 +414,7 @@ fn a_table_the_runtime_cannot_hold_is_refused_before_anything_is_allocated() {
             cache: policy,
             ..huge.clone()
         };
-        let results = threads::run(2, |comm| -> Result<_, ShardError> {
-            let client = Backend::Cpu.client()?;
-            ShardedTable::new(comm, &client, &spec).map(|_| ())
-        });
-        for r in results {
-            let e = r.unwrap_err();
+        for e in refusals(Backend::Cpu, &spec) {
             assert!(
                 matches!(&e, ShardError::InvalidCache(m) if m.contains(expected)),
                 "{policy:?}: {e}"
