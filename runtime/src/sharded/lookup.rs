@@ -162,20 +162,6 @@ impl ShardedTable<'_> {
                 .collect()
         })?;
         step.pool.give(requests);
-        // Hits are written now, while the owners may still be gathering the misses.
-        if let Some(cache) = cache.as_ref() {
-            for (u, &slot) in step.hit.iter().enumerate() {
-                if slot != NOT_CACHED {
-                    for &p in route.segments.inputs(u) {
-                        write_row(
-                            dtype,
-                            cache.row(slot as usize),
-                            &mut out[p as usize * dim..][..dim],
-                        );
-                    }
-                }
-            }
-        }
         clock.lap(&self.timings, Phase::Gather);
         let answers = self.comm.all_to_all_v(replies)?;
         clock.lap(&self.timings, Phase::Exchange);
@@ -190,8 +176,11 @@ impl ShardedTable<'_> {
             if owner == me {
                 continue;
             }
-            if cached {
-                if step.hit[u] != NOT_CACHED {
+            if let Some(cache) = cache.as_ref() {
+                // Hits in position order too: writes that stream through `out`.
+                let slot = step.hit[u];
+                if slot != NOT_CACHED {
+                    write_row(dtype, cache.row(slot as usize), row);
                     continue;
                 }
                 let start = step.fetch_slot[u] as usize * row_bytes;
