@@ -17,7 +17,7 @@ pub mod wait;
 
 pub use dense_set::DenseKernels;
 pub use kernel_set::KernelSet;
-pub use local_table::{LocalTable, NonFinitePolicy, Slot};
+pub use local_table::{LocalTable, NonFinitePolicy, Slot, slot_layout};
 pub use rowshard_table::{
     BiasClock, DType, HyperParameter, HyperParams, KernelError, Optimizer, OptimizerSpec,
     ParamSlot, RUNTIMES, Range, RuntimeSpec, StateShape, StateSlot, TABLE, TableConfig, config,

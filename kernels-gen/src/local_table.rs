@@ -18,6 +18,19 @@ pub enum Slot<'a> {
     State(&'a str),
 }
 
+/// Every buffer a table of `config` keeps, weights first, then each optimizer state in table
+/// order: its storage dtype and values per row.
+pub fn slot_layout(config: &TableConfig) -> Vec<(Slot<'static>, DType, usize)> {
+    let mut slots = vec![(Slot::Weights, config.weight_dtype, config.dim)];
+    for state in config.optimizer.spec().states {
+        slots.push(match state.shape {
+            StateShape::PerElement => (Slot::State(state.name), config.state_dtype, config.dim),
+            StateShape::PerRow => (Slot::State(state.name), DType::F32, 1),
+        });
+    }
+    slots
+}
+
 /// The fields of [`TableBuffers`].
 #[derive(Clone, Copy)]
 enum Buffer {

@@ -16,28 +16,33 @@ pub struct UploadPool {
 /// Buffers the pool keeps at most; more are freed.
 const KEEP: usize = 16;
 
+/// An empty buffer with room for `capacity` bytes, taken from `spare`: the smallest that fits,
+/// else any (grown), else a new one. Shared by the recycling pools.
+pub fn take_best_fit(spare: &mut Vec<Vec<u8>>, capacity: usize) -> Vec<u8> {
+    let best = spare
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.capacity() >= capacity)
+        .min_by_key(|(_, v)| v.capacity())
+        .map(|(i, _)| i);
+    let mut v = match best {
+        Some(i) => spare.swap_remove(i),
+        None => spare.pop().unwrap_or_default(),
+    };
+    v.clear();
+    if v.capacity() < capacity {
+        // A quarter more than asked: batches vary a little in size from step to step.
+        v.reserve_exact(capacity + capacity / 4);
+    }
+    v
+}
+
 impl UploadPool {
     /// An empty buffer with room for `capacity` bytes: the smallest spare one that fits, or a
     /// new one.
     pub fn take(&self, capacity: usize) -> Vec<u8> {
         let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
-        let best = spare
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| v.capacity() >= capacity)
-            .min_by_key(|(_, v)| v.capacity())
-            .map(|(i, _)| i);
-        let mut v = match best {
-            Some(i) => spare.swap_remove(i),
-            None => spare.pop().unwrap_or_default(),
-        };
-        drop(spare);
-        v.clear();
-        if v.capacity() < capacity {
-            // A quarter more than asked: batches vary a little in size from step to step.
-            v.reserve_exact(capacity + capacity / 4);
-        }
-        v
+        take_best_fit(&mut spare, capacity)
     }
 
     /// Returns a buffer to the pool.

@@ -8,7 +8,7 @@
 //! more rows than one set has ways is served in several rounds, never by evicting a row the
 //! round still needs.
 
-use rowshard_kernels::{DType, LocalTable, Slot, StateShape, TableConfig};
+use rowshard_kernels::{DType, LocalTable, Slot, TableConfig, slot_layout};
 
 use super::CacheStats;
 use super::directory::Directory;
@@ -74,25 +74,18 @@ impl WriteBackCache {
         ratio: f64,
         init: &[f32],
     ) -> Result<Self, ShardError> {
-        let spec = config.optimizer.spec();
-        let mut store = vec![HostSlot {
-            slot: Slot::Weights,
-            dtype: config.weight_dtype,
-            row_bytes: config.dim * config.weight_dtype.size(),
-            bytes: config.weight_dtype.encode(init),
-        }];
-        for state in spec.states {
-            let (dtype, width) = match state.shape {
-                StateShape::PerElement => (config.state_dtype, config.dim),
-                StateShape::PerRow => (DType::F32, 1),
-            };
-            store.push(HostSlot {
-                slot: Slot::State(state.name),
+        let store: Vec<HostSlot> = slot_layout(config)
+            .into_iter()
+            .map(|(slot, dtype, width)| HostSlot {
+                slot,
                 dtype,
                 row_bytes: width * dtype.size(),
-                bytes: written_zeros(rows * width * dtype.size()),
-            });
-        }
+                bytes: match slot {
+                    Slot::Weights => dtype.encode(init),
+                    Slot::State(_) => written_zeros(rows * width * dtype.size()),
+                },
+            })
+            .collect();
         if let Some(s) = store.iter().find(|s| !s.row_bytes.is_multiple_of(4)) {
             return Err(ShardError::InvalidCache(format!(
                 "the read-write cache moves rows as 32-bit words, and {:?} rows are {} bytes \

@@ -41,6 +41,11 @@ pub struct OptimizerEntry {
 }
 
 impl OptimizerEntry {
+    /// Name and state dtype, as an incompatibility names them.
+    fn describe(&self) -> String {
+        format!("{} (states {})", self.name, self.state_dtype)
+    }
+
     fn of(settings: &OptimizerSettings, step: u64) -> Self {
         Self {
             name: settings.optimizer().name().to_string(),
@@ -140,25 +145,13 @@ impl Manifest {
             ("dtype", self.dtype.clone(), other.dtype.clone()),
             (
                 "entity optimizer",
-                format!(
-                    "{} (states {})",
-                    self.entity_optimizer.name, self.entity_optimizer.state_dtype
-                ),
-                format!(
-                    "{} (states {})",
-                    other.entity_optimizer.name, other.entity_optimizer.state_dtype
-                ),
+                self.entity_optimizer.describe(),
+                other.entity_optimizer.describe(),
             ),
             (
                 "relation optimizer",
-                format!(
-                    "{} (states {})",
-                    self.relation_optimizer.name, self.relation_optimizer.state_dtype
-                ),
-                format!(
-                    "{} (states {})",
-                    other.relation_optimizer.name, other.relation_optimizer.state_dtype
-                ),
+                self.relation_optimizer.describe(),
+                other.relation_optimizer.describe(),
             ),
             (
                 "data set",

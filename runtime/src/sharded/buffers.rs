@@ -19,23 +19,7 @@ const KEEP: usize = 64;
 impl MessagePool {
     /// An empty buffer with room for `capacity` bytes.
     pub fn take(&mut self, capacity: usize) -> Vec<u8> {
-        let best = self
-            .spare
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| v.capacity() >= capacity)
-            .min_by_key(|(_, v)| v.capacity())
-            .map(|(i, _)| i);
-        let mut v = match best {
-            Some(i) => self.spare.swap_remove(i),
-            None => self.spare.pop().unwrap_or_default(),
-        };
-        v.clear();
-        if v.capacity() < capacity {
-            // A quarter more than asked: batches vary a little in size from step to step.
-            v.reserve_exact(capacity + capacity / 4);
-        }
-        v
+        rowshard_kernels::upload::take_best_fit(&mut self.spare, capacity)
     }
 
     /// Returns buffers to the pool.

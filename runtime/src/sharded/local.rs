@@ -58,6 +58,7 @@ impl ShardedTable<'_> {
         let step = shard.step();
         let mut pending: Vec<usize> = (0..grouped.len()).collect();
         let mut part = Segments::default();
+        let mut grads = Some(grads);
         while let Some(round) = host.next_round(shard, &grouped.rows, &mut pending)? {
             // The round's rows, at their lines, with their inputs in the same order.
             part.rows.clone_from(&round.lines);
@@ -68,15 +69,24 @@ impl ShardedTable<'_> {
                 part.order.extend_from_slice(grouped.inputs(u));
                 part.offsets.push(part.order.len() as u32);
             }
-            let mut staged = shard.uploads().take(grads.len());
-            staged.extend_from_slice(&grads);
+            // The last round uploads the gradients themselves; earlier ones a copy.
+            let all = grads.as_ref().expect("kept until the last round");
+            let staged = if pending.is_empty() {
+                grads.take().expect("kept until the last round")
+            } else {
+                let mut copy = shard.uploads().take(all.len());
+                copy.extend_from_slice(all);
+                copy
+            };
             // Every round is the same optimizer step.
             shard.set_step(step);
             shard.apply_grouped(&part, staged, params)?;
             host.mark_modified(&round.lines);
         }
         shard.set_step(step + 1);
-        shard.uploads().give(grads);
+        if let Some(unused) = grads {
+            shard.uploads().give(unused);
+        }
         Ok(())
     }
 }

@@ -36,14 +36,10 @@ fn check_device_fits(
         Some(ratio) => crate::cache::Directory::capacity_for(rows, ratio),
         None => rows,
     } as u64;
-    let spec = config.optimizer.spec();
-    let mut buffers = vec![device_rows * (config.dim * config.weight_dtype.size()) as u64];
-    for state in spec.states {
-        buffers.push(match state.shape {
-            StateShape::PerElement => device_rows * (config.dim * config.state_dtype.size()) as u64,
-            StateShape::PerRow => device_rows * 4,
-        });
-    }
+    let buffers: Vec<u64> = rowshard_kernels::slot_layout(config)
+        .into_iter()
+        .map(|(_, dtype, width)| device_rows * (width * dtype.size()) as u64)
+        .collect();
     let memory = &client.properties().memory;
     let largest = buffers.iter().copied().max().unwrap_or(0);
     let total: u64 = buffers.iter().sum();
@@ -134,14 +130,6 @@ impl<'c> ShardedTable<'c> {
         // Every rank agreed on the policy, so every rank refuses a bad one alike.
         spec.cache.validate()?;
         let partition = partition?;
-        let cache = match spec.cache {
-            CachePolicy::ReadOnly { ratio } => Some(RowCache::new(
-                spec.rows,
-                ratio,
-                spec.config.dim * spec.config.weight_dtype.size(),
-            )),
-            CachePolicy::None | CachePolicy::ReadWrite { .. } => None,
-        };
         let write_back = match spec.cache {
             CachePolicy::ReadWrite { ratio } => Some(ratio),
             _ => None,
@@ -169,6 +157,13 @@ impl<'c> ShardedTable<'c> {
             .max()
             .unwrap_or(0);
         check_device_fits(client, &spec.config, largest, write_back)?;
+        if spec.hyper.optimizer() != spec.config.optimizer {
+            return Err(ShardError::Unsupported(format!(
+                "hyper-parameters of {} for a table that uses {}",
+                spec.hyper.optimizer(),
+                spec.config.optimizer
+            )));
+        }
         let rank = comm.rank();
         let local = partition.local_rows(rank);
         let dim = spec.config.dim;
@@ -176,13 +171,6 @@ impl<'c> ShardedTable<'c> {
         for l in 0..local {
             spec.init
                 .extend_row(partition.global(rank, l), dim, &mut init);
-        }
-        if spec.hyper.optimizer() != spec.config.optimizer {
-            return Err(ShardError::Unsupported(format!(
-                "hyper-parameters of {} for a table that uses {}",
-                spec.hyper.optimizer(),
-                spec.config.optimizer
-            )));
         }
         let (mut shard, host) = match write_back {
             None => (LocalTable::new(client, spec.config, local, &init)?, None),
@@ -201,6 +189,15 @@ impl<'c> ShardedTable<'c> {
         for (name, value) in spec.hyper.iter() {
             shard.set_parameter(name, value)?;
         }
+        // Last: a refused table allocates no cache.
+        let cache = match spec.cache {
+            CachePolicy::ReadOnly { ratio } => Some(RowCache::new(
+                spec.rows,
+                ratio,
+                spec.config.dim * spec.config.weight_dtype.size(),
+            )),
+            CachePolicy::None | CachePolicy::ReadWrite { .. } => None,
+        };
         Ok(Self {
             comm,
             partition,
