@@ -50,7 +50,19 @@ pub trait Communicator {
 
     /// Sends `send[d]` to rank `d` and returns what every rank sent here, indexed by source
     /// (alltoallv).
-    fn all_to_all_v(&self, send: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, CommError>;
+    fn all_to_all_v(&self, send: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, CommError> {
+        self.all_to_all_v_overlapped(send, &mut || {})
+    }
+
+    /// [`Communicator::all_to_all_v`] that runs `work` while the messages travel: after this
+    /// rank's sends and receives are posted, before it waits for them. Backends that cannot
+    /// overlap run `work` first, then exchange. `send[rank()]` comes back as it was sent,
+    /// without a copy.
+    fn all_to_all_v_overlapped(
+        &self,
+        send: Vec<Vec<u8>>,
+        work: &mut dyn FnMut(),
+    ) -> Result<Vec<Vec<u8>>, CommError>;
 
     /// Every rank's `data`, indexed by rank.
     fn all_gather(&self, data: &[u8]) -> Result<Vec<Vec<u8>>, CommError>;

@@ -6,8 +6,8 @@
 
 use mpi::Count;
 use mpi::collective::CommunicatorCollectives;
-use mpi::datatype::{Partition, PartitionMut};
 use mpi::environment::Universe;
+use mpi::point_to_point::{Destination as _, Source as _};
 use mpi::topology::{Communicator as _, SimpleCommunicator};
 
 use super::{CommError, Communicator};
@@ -16,18 +16,10 @@ use super::{CommError, Communicator};
 /// uses MPI.
 pub struct MpiComm {
     world: SimpleCommunicator,
-    buffers: std::cell::RefCell<Buffers>,
+    /// Vectors to receive into: the ones callers sent, recycled, so a steady state of
+    /// exchanges allocates nothing.
+    spare: std::cell::RefCell<Vec<Vec<u8>>>,
     _universe: Universe,
-}
-
-/// What `all_to_all_v` keeps between calls, so a steady state of exchanges allocates nothing:
-/// the contiguous send and receive buffers MPI needs, and spare vectors for the received parts
-/// (the caller's sent vectors, recycled).
-#[derive(Default)]
-struct Buffers {
-    flat: Vec<u8>,
-    recv: Vec<u8>,
-    spare: Vec<Vec<u8>>,
 }
 
 impl MpiComm {
@@ -45,7 +37,7 @@ impl MpiComm {
         }));
         Ok(Self {
             world: universe.world(),
-            buffers: Default::default(),
+            spare: Default::default(),
             _universe: universe,
         })
     }
@@ -59,13 +51,6 @@ impl MpiComm {
         })
         .collect()
     }
-
-    fn displacements(counts: &[Count]) -> Vec<Count> {
-        counts
-            .iter()
-            .scan(0, |at, &c| Some(std::mem::replace(at, *at + c)))
-            .collect()
-    }
 }
 
 impl Communicator for MpiComm {
@@ -77,44 +62,64 @@ impl Communicator for MpiComm {
         self.world.size() as usize
     }
 
-    fn all_to_all_v(&self, send: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, CommError> {
+    fn all_to_all_v_overlapped(
+        &self,
+        mut send: Vec<Vec<u8>>,
+        work: &mut dyn FnMut(),
+    ) -> Result<Vec<Vec<u8>>, CommError> {
+        let (me, world) = (self.rank(), self.world());
+        assert_eq!(send.len(), world, "all_to_all_v needs one buffer per rank");
         let send_counts = Self::counts(send.iter().map(Vec::len))?;
-        let mut recv_counts = vec![0 as Count; self.world()];
+        let mut recv_counts = vec![0 as Count; world];
         self.world
             .all_to_all_into(&send_counts[..], &mut recv_counts[..]);
-        let buffers = &mut *self.buffers.borrow_mut();
-        buffers.flat.clear();
-        for part in send {
-            buffers.flat.extend_from_slice(&part);
-            buffers.spare.push(part);
-        }
-        pad(&mut buffers.flat);
-        let total: usize = recv_counts.iter().map(|&c| c as usize).sum();
-        buffers.recv.clear();
-        buffers.recv.resize(total, 0);
-        pad(&mut buffers.recv);
-        {
-            let send_displs = Self::displacements(&send_counts);
-            let recv_displs = Self::displacements(&recv_counts);
-            let outgoing = Partition::new(&buffers.flat[..], &send_counts[..], &send_displs[..]);
-            let mut incoming =
-                PartitionMut::new(&mut buffers.recv[..], &recv_counts[..], &recv_displs[..]);
-            self.world
-                .all_to_all_varcount_into(&outgoing, &mut incoming);
-        }
-        let mut at = 0;
-        let parts = recv_counts
+        // Each part is received straight into its own vector and sent straight from the
+        // caller's: no packing into one contiguous buffer and out again.
+        let spare = &mut self.spare.borrow_mut();
+        let mut parts: Vec<Vec<u8>> = recv_counts
             .iter()
-            .map(|&c| {
-                let mut part = buffers.spare.pop().unwrap_or_default();
-                part.clear();
-                part.extend_from_slice(&buffers.recv[at..at + c as usize]);
-                at += c as usize;
+            .enumerate()
+            .map(|(source, &count)| {
+                if source == me {
+                    return std::mem::take(&mut send[me]);
+                }
+                let mut part = spare.pop().unwrap_or_default();
+                set_len(&mut part, count as usize);
                 part
             })
             .collect();
-        // Keep a few spares; the caller recycles the parts into its next sends.
-        buffers.spare.truncate(4 * self.world());
+        mpi::request::scope(|scope| {
+            let receives: Vec<_> = parts
+                .iter_mut()
+                .enumerate()
+                .filter(|(source, part)| *source != me && !part.is_empty())
+                .map(|(source, part)| {
+                    self.world
+                        .process_at_rank(source as i32)
+                        .immediate_receive_into(scope, &mut part[..])
+                })
+                .collect();
+            let sends: Vec<_> = send
+                .iter()
+                .enumerate()
+                .filter(|(destination, part)| *destination != me && !part.is_empty())
+                .map(|(destination, part)| {
+                    self.world
+                        .process_at_rank(destination as i32)
+                        .immediate_send(scope, &part[..])
+                })
+                .collect();
+            work();
+            for request in receives {
+                request.wait();
+            }
+            for request in sends {
+                request.wait();
+            }
+        });
+        // The caller's sent vectors become the next calls' receive buffers.
+        spare.extend(send.into_iter().filter(|v| v.capacity() > 0));
+        spare.truncate(4 * world);
         Ok(parts)
     }
 
@@ -159,10 +164,12 @@ impl Communicator for MpiComm {
     }
 }
 
-/// Open MPI refuses (MPI_ERR_ARG) the dangling pointer of an empty buffer even with zero counts:
-/// give every buffer at least one byte; the counts still say how much is real.
-fn pad(buffer: &mut Vec<u8>) {
-    if buffer.is_empty() {
-        buffer.push(0);
+/// Makes `part` `len` bytes long, writing only the bytes it did not hold (a recycled vector
+/// still holds what it carried last).
+fn set_len(part: &mut Vec<u8>, len: usize) {
+    if part.len() >= len {
+        part.truncate(len);
+    } else {
+        part.resize(len, 0);
     }
 }

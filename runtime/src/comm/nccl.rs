@@ -92,7 +92,14 @@ impl Communicator for NcclComm<'_> {
         self.bootstrap.world()
     }
 
-    fn all_to_all_v(&self, send: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, CommError> {
+    /// The host copies, group calls and stream sync of an NCCL exchange leave nothing to
+    /// overlap from the host: `work` runs first.
+    fn all_to_all_v_overlapped(
+        &self,
+        send: Vec<Vec<u8>>,
+        work: &mut dyn FnMut(),
+    ) -> Result<Vec<Vec<u8>>, CommError> {
+        work();
         let counts: Vec<u64> = send.iter().map(|s| s.len() as u64).collect();
         let incoming: Vec<u64> = self
             .bootstrap

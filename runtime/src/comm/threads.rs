@@ -80,12 +80,28 @@ impl ThreadComm {
         outgoing: Vec<(usize, Vec<u8>)>,
         sources: impl Iterator<Item = usize>,
     ) -> Result<Vec<(usize, Vec<u8>)>, CommError> {
+        let seq = self.post(outgoing);
+        self.collect(seq, sources)
+    }
+
+    /// Posts `outgoing` (destination, payload) under the next sequence number, which it returns.
+    fn post(&self, outgoing: Vec<(usize, Vec<u8>)>) -> u64 {
         let seq = self.sequence.fetch_add(1, Ordering::Relaxed);
         let mut mailbox = self.hub.mailbox.lock().unwrap_or_else(|p| p.into_inner());
         for (dst, payload) in outgoing {
             mailbox.mail.insert((seq, self.rank, dst), payload);
         }
         self.hub.arrived.notify_all();
+        seq
+    }
+
+    /// Waits for the payloads of collective `seq` from each of `sources`.
+    fn collect(
+        &self,
+        seq: u64,
+        sources: impl Iterator<Item = usize>,
+    ) -> Result<Vec<(usize, Vec<u8>)>, CommError> {
+        let mut mailbox = self.hub.mailbox.lock().unwrap_or_else(|p| p.into_inner());
         let deadline = Instant::now() + self.hub.timeout;
         let mut received = Vec::new();
         for src in sources {
@@ -147,14 +163,29 @@ impl Communicator for ThreadComm {
         self.hub.world
     }
 
-    fn all_to_all_v(&self, send: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, CommError> {
+    fn all_to_all_v_overlapped(
+        &self,
+        mut send: Vec<Vec<u8>>,
+        work: &mut dyn FnMut(),
+    ) -> Result<Vec<Vec<u8>>, CommError> {
         assert_eq!(
             send.len(),
             self.hub.world,
             "all_to_all_v needs one buffer per rank"
         );
-        let received = self.exchange(send.into_iter().enumerate().collect(), 0..self.hub.world)?;
-        Ok(received.into_iter().map(|(_, p)| p).collect())
+        // This rank's own part never goes through the mailbox.
+        let own = std::mem::take(&mut send[self.rank]);
+        let outgoing = send
+            .into_iter()
+            .enumerate()
+            .filter(|&(d, _)| d != self.rank)
+            .collect();
+        let seq = self.post(outgoing);
+        work();
+        let received = self.collect(seq, (0..self.hub.world).filter(|&s| s != self.rank))?;
+        let mut parts: Vec<Vec<u8>> = received.into_iter().map(|(_, p)| p).collect();
+        parts.insert(self.rank, own);
+        Ok(parts)
     }
 
     fn all_gather(&self, data: &[u8]) -> Result<Vec<Vec<u8>>, CommError> {

@@ -1,5 +1,7 @@
 //! `lookup`: rows of a batch of global ids, in the caller's order.
 
+use std::time::{Duration, Instant};
+
 use rowshard_kernels::DType;
 
 use super::ShardedTable;
@@ -134,37 +136,43 @@ impl ShardedTable<'_> {
         }
         let pool = &mut step.pool;
         let rows_out = &mut *out;
-        let replies: Vec<Vec<u8>> = self.gather_local(&step.rows, |gathered| {
-            let own = &gathered[own_start * row_bytes..];
-            for (k, &u) in route.grouped[route.of_owner(me)].iter().enumerate() {
-                let src = &own[k * row_bytes..(k + 1) * row_bytes];
-                for &p in route.segments.inputs(u as usize) {
-                    write_row(dtype, src, &mut rows_out[p as usize * dim..][..dim]);
-                }
-            }
+        let timings = &self.timings;
+        let answers = self.gather_local(&step.rows, |gathered| {
+            // The others' rows are cut out and sent first; this rank's own are decoded into
+            // `out` while they travel.
             let mut at = 0;
-            requests
+            let replies: Vec<Vec<u8>> = requests
                 .iter()
                 .enumerate()
                 .map(|(r, request)| {
-                    let len = if r == me {
-                        route.of_owner(me).len() * row_bytes
-                    } else {
-                        request.len() / 4 * row_bytes
-                    };
-                    let mut reply = pool.take(if r == me { 0 } else { len });
-                    if r != me {
-                        reply.extend_from_slice(&gathered[at..at + len]);
+                    if r == me {
+                        at += route.of_owner(me).len() * row_bytes;
+                        return Vec::new();
                     }
+                    let len = request.len() / 4 * row_bytes;
+                    let mut reply = pool.take(len);
+                    reply.extend_from_slice(&gathered[at..at + len]);
                     at += len;
                     reply
                 })
-                .collect()
-        })?;
-        step.pool.give(requests);
-        clock.lap(&self.timings, Phase::Gather);
-        let answers = self.comm.all_to_all_v(replies)?;
-        clock.lap(&self.timings, Phase::Exchange);
+                .collect();
+            pool.give(requests);
+            clock.lap(timings, Phase::Gather);
+            let mut decoding = Duration::ZERO;
+            let answers = self.comm.all_to_all_v_overlapped(replies, &mut || {
+                let started = Instant::now();
+                let own = &gathered[own_start * row_bytes..];
+                for (k, &u) in route.grouped[route.of_owner(me)].iter().enumerate() {
+                    let src = &own[k * row_bytes..(k + 1) * row_bytes];
+                    for &p in route.segments.inputs(u as usize) {
+                        write_row(dtype, src, &mut rows_out[p as usize * dim..][..dim]);
+                    }
+                }
+                decoding = started.elapsed();
+            });
+            clock.lap_nested(timings, Phase::Exchange, Phase::Decode, decoding);
+            answers
+        })??;
         let fetched: usize = answers.iter().map(|a| a.len() / row_bytes.max(1)).sum();
         self.rows_fetched
             .set(self.rows_fetched.get() + fetched as u64);

@@ -104,4 +104,20 @@ impl Clock {
         timings.add(phase, now - self.last);
         self.last = now;
     }
+
+    /// Charges the time since the last lap to `phase`, less `inside`, which goes to `nested`:
+    /// work done while `phase` waited (an overlapped exchange).
+    pub(crate) fn lap_nested(
+        &mut self,
+        timings: &Timings,
+        phase: Phase,
+        nested: Phase,
+        inside: Duration,
+    ) {
+        let now = Instant::now();
+        let total = now - self.last;
+        timings.add(nested, inside.min(total));
+        timings.add(phase, total.saturating_sub(inside));
+        self.last = now;
+    }
 }
