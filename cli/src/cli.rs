@@ -114,6 +114,10 @@ pub struct BenchArgs {
     /// Lookups only, no updates (inference, or a frozen table): what a read-only cache is for.
     #[arg(long)]
     frozen: bool,
+    /// Emulate a network link of this many Gbit/s (each way, per rank) between the ranks: each
+    /// exchange lasts at least its bytes over it. Shows what a cache is worth between hosts.
+    #[arg(long, value_parser = parse_positive)]
+    link_gbps: Option<f64>,
 }
 
 fn parse_backend(s: &str) -> Result<Backend, String> {
@@ -133,6 +137,13 @@ fn parse_ids(s: &str) -> Result<sharded::IdDistribution, String> {
         _ => Err(format!(
             "unknown id distribution `{s}`; expected uniform or zipf"
         )),
+    }
+}
+
+fn parse_positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("`{s}` is not a positive number")),
     }
 }
 
@@ -237,6 +248,7 @@ fn bench(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         steps: args.steps,
         warmup: args.warmup,
         frozen: args.frozen,
+        link_gbps: args.link_gbps,
     };
     match args.comm.as_str() {
         "threads" => {

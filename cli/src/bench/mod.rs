@@ -2,6 +2,7 @@
 
 pub mod bandwidth;
 pub mod kernels;
+pub mod link;
 pub mod scoring;
 pub mod sharded;
 pub mod stats;

@@ -146,6 +146,8 @@ pub struct Workload {
     pub warmup: usize,
     /// Lookups only, no updates (a frozen table).
     pub frozen: bool,
+    /// An emulated link between ranks, Gbit/s each way ([`super::link`]); `None`: as they are.
+    pub link_gbps: Option<f64>,
 }
 
 /// What one rank measured.
@@ -232,6 +234,13 @@ pub fn run_rank(
     workload: &Workload,
     case: &Case,
 ) -> Result<RankFigures, ShardError> {
+    let link = workload
+        .link_gbps
+        .map(|gbps| super::link::EmulatedLink::new(comm, gbps));
+    let comm: &dyn Communicator = match &link {
+        Some(link) => link,
+        None => comm,
+    };
     match case.dtype {
         DType::F32 => run_rank_as::<f32>(comm, workload, case),
         DType::F16 => run_rank_as::<half::f16>(comm, workload, case),
@@ -432,6 +441,13 @@ pub fn print_header(workload: &Workload, copy: &CopyBandwidth, transport: &str) 
         crate::alloc::name(),
         workload.steps
     );
+    if let Some(gbps) = workload.link_gbps {
+        println!(
+            "emulated link between ranks: {gbps} Gbit/s each way per rank, {} us latency \
+             (each exchange lasts at least its bytes over it; bench/link.rs)",
+            super::link::LATENCY.as_micros()
+        );
+    }
     println!(
         "copy bandwidth (read+write): {:.1} GB/s on 1 thread, {:.1} GB/s on {} threads",
         copy.one_thread, copy.all_threads, copy.threads
