@@ -271,3 +271,44 @@ where
             .collect()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    #[test]
+    fn overlapped_work_runs_after_the_messages_are_posted() {
+        // Rank 1's work waits until rank 0 has received rank 1's message: that only ends if the
+        // message was posted before the work ran.
+        let zero_done = AtomicBool::new(false);
+        let results = run(2, |comm| -> Result<_, CommError> {
+            let me = comm.rank();
+            let send = vec![vec![me as u8, 0], vec![me as u8, 1]];
+            let own_address = send[me].as_ptr();
+            let mut ran = 0;
+            let received = if me == 0 {
+                let received = comm.all_to_all_v(send)?;
+                zero_done.store(true, Ordering::SeqCst);
+                received
+            } else {
+                comm.all_to_all_v_overlapped(send, &mut || {
+                    ran += 1;
+                    let deadline = Instant::now() + Duration::from_secs(20);
+                    while !zero_done.load(Ordering::SeqCst) {
+                        assert!(Instant::now() < deadline, "the message was not posted");
+                        std::thread::yield_now();
+                    }
+                })?
+            };
+            assert_eq!(received[me].as_ptr(), own_address, "own part, not a copy");
+            Ok((received, ran))
+        });
+        let (zero, _) = results[0].as_ref().expect("rank 0");
+        let (one, ran) = results[1].as_ref().expect("rank 1");
+        assert_eq!(zero, &vec![vec![0, 0], vec![1, 0]]);
+        assert_eq!(one, &vec![vec![0, 1], vec![1, 1]]);
+        assert_eq!(*ran, 1, "work runs once");
+    }
+}
