@@ -57,7 +57,8 @@ pub trait Communicator {
     /// [`Communicator::all_to_all_v`] that runs `work` while the messages travel: after this
     /// rank's sends and receives are posted, before it waits for them. Backends that cannot
     /// overlap run `work` first, then exchange. `send[rank()]` comes back as it was sent,
-    /// without a copy.
+    /// without a copy. `work` must not use this communicator (its messages would cross the
+    /// exchange's).
     fn all_to_all_v_overlapped(
         &self,
         send: Vec<Vec<u8>>,
