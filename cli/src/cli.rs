@@ -99,6 +99,11 @@ pub struct BenchArgs {
     /// Untimed steps before the timed ones (caches fill during these).
     #[arg(long, default_value_t = 1)]
     warmup: usize,
+    /// Rounds over all the cases, interleaved (case A, B, …, then A, B, … again); each case is
+    /// reported from its median round, with the range over rounds. On a shared, noisy machine
+    /// this is what makes two cases comparable.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
     /// Thread-rank counts, comma-separated (MPI uses the job's size).
     #[arg(long, default_value = "1,2,4", value_delimiter = ',')]
     ranks: Vec<usize>,
@@ -253,10 +258,15 @@ fn bench(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     match args.comm.as_str() {
         "threads" => {
             let copy = bandwidth::measure(256 << 20);
-            sharded::print_header(&workload, &copy, "thread");
-            for case in cases(&args, &args.ranks) {
-                sharded::print_row(&sharded::run_case_threads(&workload, &case)?, &copy);
+            sharded::print_header(&workload, &copy, "thread", args.rounds);
+            let cases = cases(&args, &args.ranks);
+            let mut rounds = sharded::Rounds::new(cases.len(), args.rounds, copy);
+            for _ in 0..args.rounds {
+                for (i, case) in cases.iter().enumerate() {
+                    rounds.add(i, sharded::run_case_threads(&workload, case)?);
+                }
             }
+            rounds.print_medians();
         }
         #[cfg(feature = "mpi")]
         "mpi" => {
@@ -275,13 +285,18 @@ fn bench(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             };
             comm.barrier()?;
             if comm.rank() == 0 {
-                sharded::print_header(&workload, &copy, "MPI");
+                sharded::print_header(&workload, &copy, "MPI", args.rounds);
             }
-            for case in cases(&args, &[comm.world()]) {
-                if let Some(result) = sharded::run_case_on(&comm, &workload, &case)? {
-                    sharded::print_row(&result, &copy);
+            let cases = cases(&args, &[comm.world()]);
+            let mut rounds = sharded::Rounds::new(cases.len(), args.rounds, copy);
+            for _ in 0..args.rounds {
+                for (i, case) in cases.iter().enumerate() {
+                    if let Some(result) = sharded::run_case_on(&comm, &workload, case)? {
+                        rounds.add(i, result);
+                    }
                 }
             }
+            rounds.print_medians();
         }
         other => {
             return Err(format!(

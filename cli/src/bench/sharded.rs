@@ -424,11 +424,89 @@ pub fn resident_gib() -> f64 {
     status_gib("VmRSS:")
 }
 
+/// Every round's result of every case; prints rows as they come with one round, each case's
+/// median round (and the range) at the end with more.
+pub struct Rounds {
+    results: Vec<Vec<CaseResult>>,
+    rounds: u32,
+    copy: CopyBandwidth,
+}
+
+impl Rounds {
+    /// Room for `cases` cases over `rounds` rounds.
+    pub fn new(cases: usize, rounds: u32, copy: CopyBandwidth) -> Self {
+        Self {
+            results: vec![Vec::new(); cases],
+            rounds,
+            copy,
+        }
+    }
+
+    /// Case `i`'s result of one round.
+    pub fn add(&mut self, i: usize, result: CaseResult) {
+        if self.rounds == 1 {
+            print_row(&result, &self.copy);
+        }
+        self.results[i].push(result);
+    }
+
+    /// With more than one round: each case's median round, then the range of looked-up rows/s.
+    pub fn print_medians(&mut self) {
+        // (Only rank 0 of an MPI job holds results.)
+        if self.rounds == 1 || self.results.iter().all(Vec::is_empty) {
+            return;
+        }
+        for results in &mut self.results {
+            results.sort_by_key(|r| r.step);
+            if let Some(median) = results.get(results.len() / 2) {
+                print_row(median, &self.copy);
+            }
+        }
+        println!("looked-up rows/s over the rounds (M, slowest to fastest):");
+        for results in &self.results {
+            let Some(first) = results.first() else {
+                continue;
+            };
+            let figures: Vec<String> = results
+                .iter()
+                .rev()
+                .map(|r| format!("{:.3}", r.batch as f64 / r.step.as_secs_f64() / 1e6))
+                .collect();
+            println!("  {}: {}", case_name(&first.case), figures.join(" "));
+        }
+    }
+}
+
+/// A case in a few words.
+fn case_name(case: &Case) -> String {
+    format!(
+        "{} ranks {} {} {} {}",
+        case.world,
+        case.dtype.name(),
+        case.ids.name(),
+        scheme_name(&case.scheme),
+        case.cache.name()
+    )
+}
+
+/// A partition scheme's short name.
+fn scheme_name(scheme: &PartitionScheme) -> String {
+    match scheme {
+        PartitionScheme::RoundRobin { block } => format!("rr({block})"),
+        other => other.name().to_string(),
+    }
+}
+
 /// Prints the header of the results table.
-pub fn print_header(workload: &Workload, copy: &CopyBandwidth, transport: &str) {
+pub fn print_header(workload: &Workload, copy: &CopyBandwidth, transport: &str, rounds: u32) {
+    let rounds = if rounds > 1 {
+        format!("; each case its median of {rounds} interleaved rounds")
+    } else {
+        String::new()
+    };
     println!(
         "rowshard bench: {} rows x {} dim, global batch {} ids, {}, {} runtime, {transport} ranks, \
-         {} allocator, median of {} steps",
+         {} allocator, median of {} steps{rounds}",
         workload.rows,
         workload.dim,
         workload.batch,
@@ -492,10 +570,7 @@ pub fn print_row(r: &CaseResult, copy: &CopyBandwidth) {
     let s = r.step.as_secs_f64();
     let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1e3);
     let gbs = r.kernel_bytes / s / 1e9;
-    let scheme = match &r.case.scheme {
-        PartitionScheme::RoundRobin { block } => format!("rr({block})"),
-        other => other.name().to_string(),
-    };
+    let scheme = scheme_name(&r.case.scheme);
     print!(
         "{:>5} {:<5} {:<9} {:<6} {:<16} {:>11.3} {:>10.3}",
         r.case.world,
