@@ -136,32 +136,36 @@ fn check(world: usize, spec: &ShardedTableSpec, ratio: f64, what: &str) -> Cache
 /// The ratios every equivalence test runs at: WholeMemory's smallest, a typical one, and all.
 const RATIOS: [f64; 3] = [1.0 / 512.0, 1.0 / 8.0, 1.0];
 
-#[test]
-fn every_optimizer_dtype_ratio_and_rank_count_with_a_read_only_cache_equals_no_cache() {
+/// Runs `f` on every case of the equivalence tests' cross product: each optimizer (and its name),
+/// dtype, rank count 1 to 4 and ratio.
+fn every_case(mut f: impl FnMut(Optimizer, &str, DType, usize, f64)) {
     for opt in TABLE {
         for dtype in DType::ALL {
             for world in 1..=4 {
                 for ratio in RATIOS {
-                    let spec = spec(
-                        opt.optimizer,
-                        dtype,
-                        PartitionScheme::RoundRobin { block: 3 },
-                    );
-                    let what = format!("read-only {} {dtype} W={world} ratio {ratio}", opt.name);
-                    let stats = check(world, &spec, ratio, &what);
-                    if world == 1 {
-                        assert_eq!(stats.hits + stats.misses, 0, "one rank has no remote rows");
-                    } else {
-                        assert!(
-                            stats.hits > 0 && stats.bytes_not_sent > 0,
-                            "{what}: {stats:?}"
-                        );
-                        assert!(stats.invalidations > 0, "{what}: updates invalidate");
-                    }
+                    f(opt.optimizer, opt.name, dtype, world, ratio);
                 }
             }
         }
     }
+}
+
+#[test]
+fn every_optimizer_dtype_ratio_and_rank_count_with_a_read_only_cache_equals_no_cache() {
+    every_case(|optimizer, name, dtype, world, ratio| {
+        let spec = spec(optimizer, dtype, PartitionScheme::RoundRobin { block: 3 });
+        let what = format!("read-only {name} {dtype} W={world} ratio {ratio}");
+        let stats = check(world, &spec, ratio, &what);
+        if world == 1 {
+            assert_eq!(stats.hits + stats.misses, 0, "one rank has no remote rows");
+        } else {
+            assert!(
+                stats.hits > 0 && stats.bytes_not_sent > 0,
+                "{what}: {stats:?}"
+            );
+            assert!(stats.invalidations > 0, "{what}: updates invalidate");
+        }
+    });
 }
 
 #[test]
@@ -208,28 +212,22 @@ fn wide(optimizer: Optimizer, dtype: DType, rows: usize) -> ShardedTableSpec {
 
 #[test]
 fn every_optimizer_dtype_ratio_and_rank_count_with_a_read_write_cache_equals_no_cache() {
-    for opt in TABLE {
-        for dtype in DType::ALL {
-            for world in 1..=4 {
-                for ratio in RATIOS {
-                    let what = format!("read-write {} {dtype} W={world} ratio {ratio}", opt.name);
-                    let policy = CachePolicy::ReadWrite { ratio };
-                    // 300 rows: at least 75 per rank, more than the 32 lines of a small cache.
-                    let spec = wide(opt.optimizer, dtype, 300);
-                    let stats = check_on(Backend::Cpu, world, &spec, policy, &what);
-                    assert!(stats.hits > 0 && stats.misses > 0, "{what}: {stats:?}");
-                    if ratio == 1.0 {
-                        assert_eq!(stats.evictions, 0, "{what}: every row has a line");
-                    } else {
-                        assert!(
-                            stats.evictions > 0 && stats.write_backs > 0,
-                            "{what}: {stats:?}"
-                        );
-                    }
-                }
-            }
+    every_case(|optimizer, name, dtype, world, ratio| {
+        let what = format!("read-write {name} {dtype} W={world} ratio {ratio}");
+        let policy = CachePolicy::ReadWrite { ratio };
+        // 300 rows: at least 75 per rank, more than the 32 lines of a small cache.
+        let spec = wide(optimizer, dtype, 300);
+        let stats = check_on(Backend::Cpu, world, &spec, policy, &what);
+        assert!(stats.hits > 0 && stats.misses > 0, "{what}: {stats:?}");
+        if ratio == 1.0 {
+            assert_eq!(stats.evictions, 0, "{what}: every row has a line");
+        } else {
+            assert!(
+                stats.evictions > 0 && stats.write_backs > 0,
+                "{what}: {stats:?}"
+            );
         }
-    }
+    });
 }
 
 #[test]

@@ -259,14 +259,9 @@ fn bench(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         "threads" => {
             let copy = bandwidth::measure(256 << 20);
             sharded::print_header(&workload, &copy, "thread", args.rounds);
-            let cases = cases(&args, &args.ranks);
-            let mut rounds = sharded::Rounds::new(cases.len(), args.rounds, copy);
-            for _ in 0..args.rounds {
-                for (i, case) in cases.iter().enumerate() {
-                    rounds.add(i, sharded::run_case_threads(&workload, case)?);
-                }
-            }
-            rounds.print_medians();
+            sharded::run_rounds(&cases(&args, &args.ranks), args.rounds, copy, |case| {
+                sharded::run_case_threads(&workload, case).map(Some)
+            })?;
         }
         #[cfg(feature = "mpi")]
         "mpi" => {
@@ -287,16 +282,9 @@ fn bench(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             if comm.rank() == 0 {
                 sharded::print_header(&workload, &copy, "MPI", args.rounds);
             }
-            let cases = cases(&args, &[comm.world()]);
-            let mut rounds = sharded::Rounds::new(cases.len(), args.rounds, copy);
-            for _ in 0..args.rounds {
-                for (i, case) in cases.iter().enumerate() {
-                    if let Some(result) = sharded::run_case_on(&comm, &workload, case)? {
-                        rounds.add(i, result);
-                    }
-                }
-            }
-            rounds.print_medians();
+            sharded::run_rounds(&cases(&args, &[comm.world()]), args.rounds, copy, |case| {
+                sharded::run_case_on(&comm, &workload, case)
+            })?;
         }
         other => {
             return Err(format!(

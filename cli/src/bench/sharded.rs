@@ -424,9 +424,29 @@ pub fn resident_gib() -> f64 {
     status_gib("VmRSS:")
 }
 
-/// Every round's result of every case; prints rows as they come with one round, each case's
-/// median round (and the range) at the end with more.
-pub struct Rounds {
+/// Runs every case `rounds` times, interleaved (A, B, …, then A, B, … again), with `run` (which
+/// returns `None` on ranks that do not report). One round prints rows as they come; more print
+/// each case's median round at the end, then its looked-up rows/s in every round.
+pub fn run_rounds(
+    cases: &[Case],
+    rounds: u32,
+    copy: CopyBandwidth,
+    mut run: impl FnMut(&Case) -> Result<Option<CaseResult>, ShardError>,
+) -> Result<(), ShardError> {
+    let mut results = Rounds::new(cases.len(), rounds, copy);
+    for _ in 0..rounds {
+        for (i, case) in cases.iter().enumerate() {
+            if let Some(result) = run(case)? {
+                results.add(i, result);
+            }
+        }
+    }
+    results.print_medians();
+    Ok(())
+}
+
+/// Every round's result of every case.
+struct Rounds {
     results: Vec<Vec<CaseResult>>,
     rounds: u32,
     copy: CopyBandwidth,
@@ -434,7 +454,7 @@ pub struct Rounds {
 
 impl Rounds {
     /// Room for `cases` cases over `rounds` rounds.
-    pub fn new(cases: usize, rounds: u32, copy: CopyBandwidth) -> Self {
+    fn new(cases: usize, rounds: u32, copy: CopyBandwidth) -> Self {
         Self {
             results: vec![Vec::new(); cases],
             rounds,
@@ -443,7 +463,7 @@ impl Rounds {
     }
 
     /// Case `i`'s result of one round.
-    pub fn add(&mut self, i: usize, result: CaseResult) {
+    fn add(&mut self, i: usize, result: CaseResult) {
         if self.rounds == 1 {
             print_row(&result, &self.copy);
         }
@@ -451,7 +471,7 @@ impl Rounds {
     }
 
     /// With more than one round: each case's median round, then the range of looked-up rows/s.
-    pub fn print_medians(&mut self) {
+    fn print_medians(&mut self) {
         // (Only rank 0 of an MPI job holds results.)
         if self.rounds == 1 || self.results.iter().all(Vec::is_empty) {
             return;

@@ -12,11 +12,12 @@ pub enum Phase {
     Dedup,
     /// Owners of the unique ids, and the messages to them (gradient sums included).
     Bucket,
-    /// The exchanges between ranks.
+    /// The exchanges between ranks: waiting, less the work overlapped with them.
     Exchange,
-    /// The gather kernel, upload to completed read.
+    /// The gather kernel, upload to completed read, and the replies cut from its rows.
     Gather,
-    /// Rows into the caller's order; received gradients into the upload.
+    /// Rows into the caller's order (this rank's own while the replies travel); received
+    /// gradients into the upload.
     Decode,
     /// The fused update: grouping on the owner, upload, kernel, sync.
     Apply,
@@ -75,7 +76,7 @@ impl Timings {
         self.total().saturating_sub(self.gather() + self.apply())
     }
 
-    /// Time in the gather kernel (launch to completed read).
+    /// Time in the gather kernel (launch to completed read) and cutting the replies.
     pub fn gather(&self) -> Duration {
         self.get(Phase::Gather)
     }
