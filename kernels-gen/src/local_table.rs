@@ -310,14 +310,46 @@ impl LocalTable {
         grads: Vec<u8>,
         params: &[f32],
     ) -> Result<(), KernelError> {
+        let grads = self.uploads.bytes(grads);
+        self.apply_grouped_parts(segments, vec![grads], params)
+    }
+
+    /// [`LocalTable::apply_grouped`] with the gradient rows in parts (one per sender, say), laid
+    /// one after another in device memory: each part is copied in once, where it lies, instead of
+    /// being assembled in one host buffer first. Build the parts with
+    /// [`UploadPool::bytes_from`] on [`LocalTable::uploads`] to have their buffers come back.
+    pub fn apply_grouped_parts(
+        &mut self,
+        segments: &Segments,
+        parts: Vec<Bytes>,
+        params: &[f32],
+    ) -> Result<(), KernelError> {
         let client = self.kernels.client();
-        let inputs = grads.len() / (4 * self.dim());
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let inputs = total / (4 * self.dim());
         let pool = &self.uploads;
+        let mut parts: Vec<Bytes> = parts.into_iter().filter(|p| !p.is_empty()).collect();
+        let grads = if parts.len() <= 1 {
+            client.create(parts.pop().unwrap_or_else(|| pool.bytes(Vec::new())))
+        } else {
+            let grads = client.empty(total);
+            let mut at = 0;
+            for part in parts {
+                let len = part.len();
+                let place = grads
+                    .clone()
+                    .offset_start(at as u64)
+                    .offset_end((total - at - len) as u64);
+                client.write(&place, part);
+                at += len;
+            }
+            grads
+        };
         let step = DeviceStep {
             rows: client.create(pool.bytes_of(&segments.rows)),
             offsets: client.create(pool.bytes_of(&segments.offsets)),
             order: client.create(pool.bytes_of(&segments.order)),
-            grads: client.create(pool.bytes(grads)),
+            grads,
             params: client.create(pool.bytes_of(params)),
             unique: segments.len(),
             inputs,

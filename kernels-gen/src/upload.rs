@@ -13,19 +13,14 @@ pub struct UploadPool {
     spare: Arc<Mutex<Vec<Vec<u8>>>>,
 }
 
-/// Buffers the pool keeps at most; more are freed.
-const KEEP: usize = 16;
+/// Buffers the pool keeps at most; more are freed. A step of a sharded table has a few buffers per
+/// rank in flight (requests, replies, gradient messages, uploads).
+const KEEP: usize = 64;
 
 /// An empty buffer with room for `capacity` bytes, taken from `spare`: the smallest that fits,
 /// else any (grown), else a new one. Shared by the recycling pools.
 pub fn take_best_fit(spare: &mut Vec<Vec<u8>>, capacity: usize) -> Vec<u8> {
-    let best = spare
-        .iter()
-        .enumerate()
-        .filter(|(_, v)| v.capacity() >= capacity)
-        .min_by_key(|(_, v)| v.capacity())
-        .map(|(i, _)| i);
-    let mut v = match best {
+    let mut v = match best_fit(spare, capacity) {
         Some(i) => spare.swap_remove(i),
         None => spare.pop().unwrap_or_default(),
     };
@@ -35,6 +30,16 @@ pub fn take_best_fit(spare: &mut Vec<Vec<u8>>, capacity: usize) -> Vec<u8> {
         v.reserve_exact(capacity + capacity / 4);
     }
     v
+}
+
+/// The place in `spare` of the smallest buffer with room for `capacity` bytes.
+pub fn best_fit(spare: &[Vec<u8>], capacity: usize) -> Option<usize> {
+    spare
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.capacity() >= capacity)
+        .min_by_key(|(_, v)| v.capacity())
+        .map(|(i, _)| i)
 }
 
 impl UploadPool {
@@ -66,14 +71,31 @@ impl UploadPool {
         spare.push(v);
     }
 
+    /// Returns buffers to the pool.
+    pub fn give_all(&self, buffers: impl IntoIterator<Item = Vec<u8>>) {
+        for v in buffers {
+            self.give(v);
+        }
+    }
+
     /// `data` as runtime bytes that return to this pool when the runtime drops them.
     pub fn bytes(&self, data: Vec<u8>) -> Bytes {
-        let len = data.len();
+        self.bytes_from(data, 0)
+    }
+
+    /// `data[start..]` as runtime bytes (a message's payload after its header, say), without a
+    /// copy; the whole buffer returns to this pool when the runtime drops them.
+    ///
+    /// # Panics
+    /// If `start` is past the end of `data`.
+    pub fn bytes_from(&self, data: Vec<u8>, start: usize) -> Bytes {
+        let len = data.len() - start;
         let controller = Pooled {
             data,
+            start,
             pool: self.clone(),
         };
-        // SAFETY: the controller's memory is `data`, whose first `len` bytes are initialised.
+        // SAFETY: the controller's memory is `data[start..]`: `len` initialised bytes.
         unsafe { Bytes::from_controller(Box::new(controller), len) }
     }
 
@@ -88,6 +110,8 @@ impl UploadPool {
 /// A pooled buffer lent to the runtime.
 struct Pooled {
     data: Vec<u8>,
+    /// Where the lent bytes start in `data`.
+    start: usize,
     pool: UploadPool,
 }
 
@@ -95,7 +119,7 @@ impl AllocationController for Pooled {
     fn alloc_align(&self) -> usize {
         // Allocations this large come 16-byte aligned from every allocator in use; say so only
         // when it is true.
-        if self.data.as_ptr().align_offset(16) == 0 {
+        if self.data[self.start..].as_ptr().align_offset(16) == 0 {
             16
         } else {
             1
@@ -110,21 +134,19 @@ impl AllocationController for Pooled {
         &mut self,
         _policy: AccessPolicy,
     ) -> Result<&mut [MaybeUninit<u8>], AccessError> {
-        let len = self.data.len();
+        let lent = &mut self.data[self.start..];
         // SAFETY: u8 and MaybeUninit<u8> have the same layout; the caller writes only
         // initialised bytes (the trait's contract).
         Ok(unsafe {
-            std::slice::from_raw_parts_mut(self.data.as_mut_ptr().cast::<MaybeUninit<u8>>(), len)
+            std::slice::from_raw_parts_mut(lent.as_mut_ptr().cast::<MaybeUninit<u8>>(), lent.len())
         })
     }
 
     fn memory(&self, _policy: AccessPolicy) -> Result<&[MaybeUninit<u8>], AccessError> {
+        let lent = &self.data[self.start..];
         // SAFETY: u8 and MaybeUninit<u8> have the same layout.
         Ok(unsafe {
-            std::slice::from_raw_parts(
-                self.data.as_ptr().cast::<MaybeUninit<u8>>(),
-                self.data.len(),
-            )
+            std::slice::from_raw_parts(lent.as_ptr().cast::<MaybeUninit<u8>>(), lent.len())
         })
     }
 }
@@ -149,5 +171,18 @@ mod tests {
         let again = pool.take(8);
         assert_eq!(again.as_ptr(), address, "the same buffer, reused");
         assert!(again.is_empty());
+    }
+
+    #[test]
+    fn bytes_from_lend_the_tail_and_return_the_whole_buffer() {
+        let pool = UploadPool::default();
+        let mut v = pool.take(12);
+        v.extend_from_slice(bytemuck::cast_slice(&[7u32, 8, 9]));
+        let address = v.as_ptr();
+        let bytes = pool.bytes_from(v, 4);
+        assert_eq!(&bytes[..], bytemuck::cast_slice::<u32, u8>(&[8, 9]));
+        drop(bytes);
+        let again = pool.take(12);
+        assert_eq!(again.as_ptr(), address, "the whole buffer came back");
     }
 }

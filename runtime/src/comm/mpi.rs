@@ -83,9 +83,7 @@ impl Communicator for MpiComm {
                 if source == me {
                     return std::mem::take(&mut send[me]);
                 }
-                let mut part = spare.pop().unwrap_or_default();
-                set_len(&mut part, count as usize);
-                part
+                receive_buffer(spare, count as usize)
             })
             .collect();
         mpi::request::scope(|scope| {
@@ -117,8 +115,10 @@ impl Communicator for MpiComm {
                 request.wait();
             }
         });
-        // The caller's sent vectors become the next calls' receive buffers.
+        // The caller's sent vectors become the next calls' receive buffers; the largest are
+        // kept.
         spare.extend(send.into_iter().filter(|v| v.capacity() > 0));
+        spare.sort_unstable_by_key(|v| std::cmp::Reverse(v.capacity()));
         spare.truncate(4 * world);
         Ok(parts)
     }
@@ -166,6 +166,18 @@ impl Communicator for MpiComm {
 
 /// Makes `part` `len` bytes long, writing only the bytes it did not hold (a recycled vector
 /// still holds what it carried last).
+/// A vector of `len` bytes to receive into: the smallest spare one with room for them (its old
+/// bytes are left for the receive to overwrite, not zeroed first), else a new one.
+fn receive_buffer(spare: &mut Vec<Vec<u8>>, len: usize) -> Vec<u8> {
+    let mut part = match rowshard_kernels::upload::best_fit(spare, len) {
+        Some(i) => spare.swap_remove(i),
+        // A quarter more than asked: message sizes vary a little from step to step.
+        None => Vec::with_capacity(len + len / 4),
+    };
+    set_len(&mut part, len);
+    part
+}
+
 fn set_len(part: &mut Vec<u8>, len: usize) {
     if part.len() >= len {
         part.truncate(len);

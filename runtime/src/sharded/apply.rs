@@ -4,6 +4,7 @@ use rowshard_kernels::NonFinitePolicy;
 
 use super::ShardedTable;
 use super::element::RowElement;
+use super::local::GradientPart;
 use super::lookup::as_u32;
 use super::timings::{Clock, Phase};
 use crate::error::{InputError, ShardError};
@@ -66,7 +67,7 @@ impl ShardedTable<'_> {
             Ok(messages) => {
                 let agreed = self.agree(None);
                 if let Err(e) = agreed {
-                    self.step.borrow_mut().pool.give(messages);
+                    self.step.borrow_mut().pool.give_all(messages);
                     return Err(e);
                 }
                 return self.send_and_apply(messages, grads, &params, clock);
@@ -162,27 +163,36 @@ impl ShardedTable<'_> {
         let route = &step.route;
         let own = route.of_owner(me);
 
-        // Everything received, in rank order, straight into the upload buffer.
+        // Everything received, in rank order: each sender's gradients are uploaded from its
+        // message as they lie (after the message's local rows); this rank's own are summed into
+        // a buffer of their own.
         let row_bytes = 4 + 4 * dim;
-        let total: usize = received.iter().map(|m| m.len() / row_bytes).sum::<usize>() + own.len();
-        let mut staged = self.shard.uploads().take(total * dim * 4);
         step.rows.clear();
         let mut scratch = Vec::new();
-        for (r, message) in received.iter().enumerate() {
+        let mut parts = Vec::with_capacity(received.len());
+        for (r, message) in received.into_iter().enumerate() {
             if r == me {
+                step.pool.give(message);
                 step.rows.extend_from_slice(&route.locals[own.clone()]);
+                let mut staged = step.pool.take(own.len() * dim * 4);
                 for &u in &route.grouped[own.clone()] {
                     let inputs = route.segments.inputs(u as usize);
                     pack_sum(&mut staged, inputs, grads, dim, &mut step.sum);
                 }
+                parts.push(GradientPart {
+                    buffer: staged,
+                    start: 0,
+                });
                 continue;
             }
             let n = message.len() / row_bytes;
             step.rows
                 .extend_from_slice(as_u32(&message[..4 * n], &mut scratch));
-            staged.extend_from_slice(&message[4 * n..]);
+            parts.push(GradientPart {
+                buffer: message,
+                start: 4 * n,
+            });
         }
-        step.pool.give(received);
         clock.lap(&self.timings, Phase::Decode);
         step.grouped.regroup(&step.rows, &mut step.scratch);
         self.rows_applied += step.grouped.len() as u64;
@@ -190,7 +200,7 @@ impl ShardedTable<'_> {
             &mut self.shard,
             self.host.as_ref(),
             &step.grouped,
-            staged,
+            parts,
             params,
         )?;
         clock.lap(&self.timings, Phase::Apply);

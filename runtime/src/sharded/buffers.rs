@@ -1,44 +1,20 @@
 //! Buffers a sharded table keeps between calls, so a steady state of steps allocates nothing of
 //! batch size: the routing plan, message buffers, and the owner's grouping.
 
-use rowshard_kernels::Segments;
+use rowshard_kernels::{Segments, UploadPool};
 
 use super::route::Route;
-
-/// Message buffers, recycled. With thread ranks the buffers a rank receives were allocated by
-/// its peers; giving them back here and building the next messages in them makes the buffers
-/// circulate between ranks instead of being freed and allocated every step.
-#[derive(Default)]
-pub(crate) struct MessagePool {
-    spare: Vec<Vec<u8>>,
-}
-
-/// Buffers kept at most.
-const KEEP: usize = 64;
-
-impl MessagePool {
-    /// An empty buffer with room for `capacity` bytes.
-    pub fn take(&mut self, capacity: usize) -> Vec<u8> {
-        rowshard_kernels::upload::take_best_fit(&mut self.spare, capacity)
-    }
-
-    /// Returns buffers to the pool.
-    pub fn give(&mut self, buffers: impl IntoIterator<Item = Vec<u8>>) {
-        for v in buffers {
-            if v.capacity() > 0 && self.spare.len() < KEEP {
-                self.spare.push(v);
-            }
-        }
-    }
-}
 
 /// Everything a call needs besides its inputs and outputs.
 #[derive(Default)]
 pub(crate) struct StepBuffers {
     /// The routing plan of the last batch (reused when the next call has the same ids).
     pub route: Route,
-    /// Message buffers.
-    pub pool: MessagePool,
+    /// Message buffers, recycled, shared with the shard's uploads (a received gradient message
+    /// is uploaded as it is). With thread ranks the buffers a rank receives were allocated by its
+    /// peers; giving them back here and building the next messages in them makes the buffers
+    /// circulate between ranks instead of being freed and allocated every step.
+    pub pool: UploadPool,
     /// Owner side: the local rows of every received row, in rank order.
     pub rows: Vec<u32>,
     /// Owner side: the received rows grouped by local row.

@@ -10,6 +10,13 @@ use super::ShardedTable;
 use crate::cache::WriteBackCache;
 use crate::error::ShardError;
 
+/// Gradient rows for the owner's update: `buffer[start..]`, `f32` little-endian (a received
+/// message past its local rows, or this rank's own sums).
+pub(super) struct GradientPart {
+    pub buffer: Vec<u8>,
+    pub start: usize,
+}
+
 impl ShardedTable<'_> {
     /// Gathers the local rows `rows` (repeats allowed) and hands their storage-dtype bytes, in
     /// that order, to `f`.
@@ -43,17 +50,30 @@ impl ShardedTable<'_> {
     }
 
     /// Runs the fused update of the grouped local rows (see
-    /// [`rowshard_kernels::LocalTable::apply_grouped`]): one step, whatever the rounds.
+    /// [`rowshard_kernels::LocalTable::apply_grouped_parts`]): one step, whatever the rounds.
+    /// `parts` hold the gradient rows in the order of `grouped`'s inputs.
     pub(super) fn apply_local(
         shard: &mut LocalTable,
         host: Option<&RefCell<WriteBackCache>>,
         grouped: &Segments,
-        grads: Vec<u8>,
+        parts: Vec<GradientPart>,
         params: &[f32],
     ) -> Result<(), ShardError> {
         let Some(host) = host else {
-            return Ok(shard.apply_grouped(grouped, grads, params)?);
+            let uploads = shard.uploads().clone();
+            let parts = parts
+                .into_iter()
+                .map(|p| uploads.bytes_from(p.buffer, p.start))
+                .collect();
+            return Ok(shard.apply_grouped_parts(grouped, parts, params)?);
         };
+        // The write-back cache uploads the gradients once per round: in one buffer.
+        let total = parts.iter().map(|p| p.buffer.len() - p.start).sum();
+        let mut grads = shard.uploads().take(total);
+        for p in parts {
+            grads.extend_from_slice(&p.buffer[p.start..]);
+            shard.uploads().give(p.buffer);
+        }
         let mut host = host.borrow_mut();
         let step = shard.step();
         let mut pending: Vec<usize> = (0..grouped.len()).collect();

@@ -156,7 +156,7 @@ impl ShardedTable<'_> {
                     reply
                 })
                 .collect();
-            pool.give(requests);
+            pool.give_all(requests);
             clock.lap(timings, Phase::Gather);
             let mut decoding = Duration::ZERO;
             let answers = self.comm.all_to_all_v_overlapped(replies, &mut || {
@@ -214,7 +214,7 @@ impl ShardedTable<'_> {
                 }
             }
         }
-        step.pool.give(answers);
+        step.pool.give_all(answers);
         clock.lap(&self.timings, Phase::Decode);
         Ok(())
     }

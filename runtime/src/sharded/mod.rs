@@ -198,6 +198,12 @@ impl<'c> ShardedTable<'c> {
             )),
             CachePolicy::None | CachePolicy::ReadWrite { .. } => None,
         };
+        // Messages and uploads share one pool: a received gradient message is uploaded as it is,
+        // and comes back to the pool as the next step's message.
+        let step = RefCell::new(StepBuffers {
+            pool: shard.uploads().clone(),
+            ..StepBuffers::default()
+        });
         Ok(Self {
             comm,
             partition,
@@ -205,7 +211,7 @@ impl<'c> ShardedTable<'c> {
             timings: Timings::default(),
             rows_applied: 0,
             rows_fetched: Default::default(),
-            step: RefCell::default(),
+            step,
             cache: RefCell::new(cache),
             host,
         })

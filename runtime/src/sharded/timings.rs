@@ -16,8 +16,8 @@ pub enum Phase {
     Exchange,
     /// The gather kernel, upload to completed read, and the replies cut from its rows.
     Gather,
-    /// Rows into the caller's order (this rank's own while the replies travel); received
-    /// gradients into the upload.
+    /// Rows into the caller's order (this rank's own while the replies travel); this rank's own
+    /// gradients summed for the upload, and the received messages' local rows read.
     Decode,
     /// The fused update: grouping on the owner, upload, kernel, sync.
     Apply,
