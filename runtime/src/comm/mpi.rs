@@ -8,6 +8,7 @@ use mpi::Count;
 use mpi::collective::CommunicatorCollectives;
 use mpi::environment::Universe;
 use mpi::point_to_point::{Destination as _, Source as _};
+use mpi::request::{Request, Scope};
 use mpi::topology::{Communicator as _, SimpleCommunicator};
 
 use super::{CommError, Communicator};
@@ -71,8 +72,13 @@ impl Communicator for MpiComm {
         assert_eq!(send.len(), world, "all_to_all_v needs one buffer per rank");
         let send_counts = Self::counts(send.iter().map(Vec::len))?;
         let mut recv_counts = vec![0 as Count; world];
-        self.world
-            .all_to_all_into(&send_counts[..], &mut recv_counts[..]);
+        mpi::request::scope(|scope| {
+            wait_yielding(self.world.immediate_all_to_all_into(
+                scope,
+                &send_counts[..],
+                &mut recv_counts[..],
+            ));
+        });
         // Each part is received straight into its own vector and sent straight from the
         // caller's: no packing into one contiguous buffer and out again.
         let spare = &mut self.spare.borrow_mut();
@@ -108,12 +114,8 @@ impl Communicator for MpiComm {
                 })
                 .collect();
             work();
-            for request in receives {
-                request.wait();
-            }
-            for request in sends {
-                request.wait();
-            }
+            receives.into_iter().for_each(wait_yielding);
+            sends.into_iter().for_each(wait_yielding);
         });
         // The caller's sent vectors become the next calls' receive buffers; the largest are
         // kept.
@@ -151,7 +153,7 @@ impl Communicator for MpiComm {
     }
 
     fn barrier(&self) -> Result<(), CommError> {
-        self.world.barrier();
+        wait_yielding(self.world.immediate_barrier());
         Ok(())
     }
 
@@ -164,8 +166,20 @@ impl Communicator for MpiComm {
     }
 }
 
-/// Makes `part` `len` bytes long, writing only the bytes it did not hold (a recycled vector
-/// still holds what it carried last).
+/// Waits for `request`, yielding the core between polls. MPI's own waits poll at full speed: on a
+/// machine with fewer cores than ranks and runtime workers, a rank that waits (for the rank with
+/// the most rows to gather, say) takes a core from the ranks still computing. This is what Open
+/// MPI's `mpi_yield_when_idle` does, for every MPI and without a launcher setting.
+fn wait_yielding<'a, D: ?Sized, S: Scope<'a>>(mut request: Request<'a, D, S>) {
+    loop {
+        match request.test() {
+            Ok(_) => return,
+            Err(pending) => request = pending,
+        }
+        std::thread::yield_now();
+    }
+}
+
 /// A vector of `len` bytes to receive into: the smallest spare one with room for them (its old
 /// bytes are left for the receive to overwrite, not zeroed first), else a new one.
 fn receive_buffer(spare: &mut Vec<Vec<u8>>, len: usize) -> Vec<u8> {
@@ -178,6 +192,8 @@ fn receive_buffer(spare: &mut Vec<Vec<u8>>, len: usize) -> Vec<u8> {
     part
 }
 
+/// Makes `part` `len` bytes long, writing only the bytes it did not hold (a recycled vector
+/// still holds what it carried last).
 fn set_len(part: &mut Vec<u8>, len: usize) {
     if part.len() >= len {
         part.truncate(len);
