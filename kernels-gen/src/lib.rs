@@ -5,6 +5,7 @@
 
 pub mod dense_set;
 pub mod element;
+pub mod headroom;
 pub mod kernel_set;
 pub mod kernels;
 pub mod local_table;
@@ -16,6 +17,7 @@ pub mod upload;
 pub mod wait;
 
 pub use dense_set::DenseKernels;
+pub use headroom::reserve_for;
 pub use kernel_set::KernelSet;
 pub use local_table::{LocalTable, NonFinitePolicy, Slot, slot_layout};
 pub use rowshard_table::{

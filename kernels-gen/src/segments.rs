@@ -1,6 +1,8 @@
 //! Host-side bookkeeping for deterministic duplicate aggregation: the unique rows of a step, and
 //! for each the inputs that hit it, in input order.
 
+use crate::headroom::reserve_for;
+
 /// The rows one step touches, grouped: unique row `u` is `rows[u]`, and its gradients are the
 /// inputs `order[offsets[u]..offsets[u + 1]]`, in increasing input position.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -35,6 +37,7 @@ impl Segments {
     pub fn regroup(&mut self, ids: &[u32], scratch: &mut Vec<u64>) {
         let n = ids.len();
         scratch.clear();
+        reserve_for(scratch, 2 * n);
         scratch.resize(2 * n, 0);
         let (mut src, mut dst) = scratch.split_at_mut(n);
         for (i, (key, &id)) in src.iter_mut().zip(ids).enumerate() {
@@ -68,7 +71,9 @@ impl Segments {
         self.rows.clear();
         self.offsets.clear();
         self.order.clear();
-        self.order.reserve(n);
+        reserve_for(&mut self.rows, n);
+        reserve_for(&mut self.offsets, n + 1);
+        reserve_for(&mut self.order, n);
         for (k, &key) in src.iter().enumerate() {
             let id = (key >> 32) as u32;
             if self.rows.last() != Some(&id) {

@@ -1,6 +1,6 @@
 //! `apply_gradients`: one optimizer step from a batch's gradients, routed to the rows' owners.
 
-use rowshard_kernels::NonFinitePolicy;
+use rowshard_kernels::{NonFinitePolicy, reserve_for};
 
 use super::ShardedTable;
 use super::element::RowElement;
@@ -168,6 +168,8 @@ impl ShardedTable<'_> {
         // a buffer of their own.
         let row_bytes = 4 + 4 * dim;
         step.rows.clear();
+        let total = received.iter().map(|m| m.len() / row_bytes).sum::<usize>() + own.len();
+        reserve_for(&mut step.rows, total);
         let mut scratch = Vec::new();
         let mut parts = Vec::with_capacity(received.len());
         for (r, message) in received.into_iter().enumerate() {

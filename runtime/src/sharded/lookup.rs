@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use rowshard_kernels::DType;
+use rowshard_kernels::{DType, reserve_for};
 
 use super::ShardedTable;
 use super::buffers::NOT_CACHED;
@@ -123,6 +123,8 @@ impl ShardedTable<'_> {
         // then each reply cut from it.
         let row_bytes = dim * dtype.size();
         step.rows.clear();
+        let requested = requests.iter().map(|r| r.len() / 4).sum::<usize>();
+        reserve_for(&mut step.rows, requested + route.of_owner(me).len());
         let mut scratch = Vec::new();
         let mut own_start = 0;
         for (r, request) in requests.iter().enumerate() {

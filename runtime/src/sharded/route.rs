@@ -2,7 +2,7 @@
 //! rank and local row, and the unique ids grouped by owner. Kept between calls: an
 //! `apply_gradients` of the ids a `lookup` just routed reuses the plan.
 
-use rowshard_kernels::Segments;
+use rowshard_kernels::{Segments, reserve_for};
 
 use crate::partition::Partition;
 
@@ -40,6 +40,7 @@ impl Route {
         }
         self.segments.regroup(ids, &mut self.scratch);
         let unique = self.segments.len();
+        reserve_for(&mut self.inverse, ids.len());
         self.inverse.resize(ids.len(), 0);
         for u in 0..unique {
             for &position in self.segments.inputs(u) {
@@ -51,6 +52,8 @@ impl Route {
         self.local_of_unique.clear();
         self.starts.clear();
         self.starts.resize(world + 1, 0);
+        reserve_for(&mut self.owner, unique);
+        reserve_for(&mut self.local_of_unique, unique);
         for &id in &self.segments.rows {
             let (owner, local) = partition.locate(id);
             self.owner.push(owner as u32);
@@ -61,9 +64,10 @@ impl Route {
             self.starts[o + 1] += self.starts[o];
         }
         // Counting placement by owner: stable, so ids stay ascending within each owner.
-        self.grouped.resize(unique, 0);
-        self.locals.resize(unique, 0);
-        self.slot.resize(unique, 0);
+        for v in [&mut self.grouped, &mut self.locals, &mut self.slot] {
+            reserve_for(v, unique);
+            v.resize(unique, 0);
+        }
         self.next.clear();
         self.next.extend_from_slice(&self.starts[..world]);
         for u in 0..unique {
@@ -75,6 +79,7 @@ impl Route {
             self.slot[u] = (at - self.starts[o]) as u32;
         }
         self.planned.clear();
+        reserve_for(&mut self.planned, ids.len());
         self.planned.extend_from_slice(ids);
         self.valid = true;
         false
