@@ -2,7 +2,8 @@
 //! [`kernel_suite!`](crate::kernel_suite). Every optimizer comes from the table.
 
 use rowshard_kernels::{
-    Backend, BiasClock, DType, HyperParams, KernelError, LocalTable, Optimizer, TableConfig,
+    Backend, BiasClock, DType, HyperParams, KernelError, LocalTable, Optimizer, Segments,
+    TableConfig,
 };
 
 use crate::data::{Rng, ids_with_duplicates};
@@ -165,6 +166,50 @@ pub fn deterministic_and_gather(backend: Backend, dtype: DType) {
     assert_eq!(a.state("m").unwrap(), b.state("m").unwrap());
 }
 
+/// Gradients handed to the fused update in parts (as a sharded table hands each sender's
+/// message) update the table bit for bit as the same gradients in one buffer: every part lands at
+/// its offset, empty parts included.
+pub fn gradients_in_parts(backend: Backend, dtype: DType) {
+    let client = backend.client().unwrap();
+    let mut rng = Rng::new(7);
+    let init = rng.values(ROWS * DIM, -1.0, 1.0);
+    let config = TableConfig::new(Optimizer::Adam, dtype, DIM);
+    let mut whole = LocalTable::new(&client, config, ROWS, &init).unwrap();
+    let mut parted = LocalTable::new(&client, config, ROWS, &init).unwrap();
+    for _ in 0..3 {
+        let ids: Vec<u32> = (0..200).map(|_| rng.below(ROWS as u32)).collect();
+        let grads = rng.values(ids.len() * DIM, -1.0, 1.0);
+        let bytes: Vec<u8> = bytemuck::cast_slice(&grads).to_vec();
+        let segments = Segments::group(&ids);
+        let params = whole.next_params(0.01).unwrap();
+        whole
+            .apply_grouped(&segments, bytes.clone(), &params)
+            .unwrap();
+        // Cuts at rows 0 (an empty part), 37, 37 (another) and 120 of 200.
+        let row = 4 * DIM;
+        let uploads = parted.uploads().clone();
+        let parts = [0, 0, 37, 37, 120, 200]
+            .windows(2)
+            .map(|w| uploads.bytes_from(bytes[w[0] * row..w[1] * row].to_vec(), 0))
+            .collect();
+        parted
+            .apply_grouped_parts(&segments, parts, &params)
+            .unwrap();
+    }
+    let (a, b) = (whole.weights().unwrap(), parted.weights().unwrap());
+    assert!(
+        a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+        "weights differ"
+    );
+    for name in whole.state_names() {
+        assert_eq!(
+            whole.state(name).unwrap(),
+            parted.state(name).unwrap(),
+            "{name}"
+        );
+    }
+}
+
 /// Stochastic rounding: reproducible from the seed, only ever the two neighbours of the exact
 /// value, and unbiased on average, where round-to-nearest is not.
 /// For f32 weights, where there is nothing to round, the option is refused.
@@ -240,6 +285,11 @@ macro_rules! kernel_suite {
                 #[test]
                 fn deterministic_and_gather() {
                     suite::deterministic_and_gather($backend, DType::$dtype);
+                }
+
+                #[test]
+                fn gradients_in_parts() {
+                    suite::gradients_in_parts($backend, DType::$dtype);
                 }
 
                 #[test]
