@@ -1,7 +1,8 @@
 //! Bad input to a [`LocalTable`] gets a typed error and changes nothing.
 
 use rowshard_kernels::{
-    Backend, DType, HyperParams, KernelError, LocalTable, NonFinitePolicy, Optimizer, TableConfig,
+    Backend, DType, HyperParams, KernelError, LocalTable, NonFinitePolicy, Optimizer, Segments,
+    TableConfig,
 };
 use rowshard_tests::data::Rng;
 use rowshard_tests::reference::{ReferenceTable, assert_close, tolerance};
@@ -196,4 +197,54 @@ fn empty_steps_and_gathers_are_fine() {
     assert!(t.gather(&[]).unwrap().is_empty());
     t.apply(&[], &[], 0.1).unwrap();
     assert_eq!(t.weights().unwrap(), init);
+}
+
+#[test]
+fn grouped_steps_that_do_not_fit_their_gradients_are_refused() {
+    let (mut t, init) = table(Optimizer::Adam);
+    let params = t.next_params(0.1).unwrap();
+    let grads = |rows: usize| vec![0.5f32; rows * DIM];
+    let segments = Segments::group(&[1, 3, 1]);
+    let apply = |t: &mut LocalTable, segments: &Segments, grads: Vec<f32>| {
+        let bytes = t.uploads().bytes_of(&grads);
+        t.apply_grouped_parts(segments, vec![bytes], &params)
+    };
+    // A row past the table.
+    let far = Segments::group(&[1, ROWS as u32]);
+    assert_eq!(
+        apply(&mut t, &far, grads(2)).unwrap_err(),
+        KernelError::RowOutOfRange {
+            row: ROWS as u64,
+            rows: ROWS as u64
+        }
+    );
+    // Fewer gradient rows than the inputs point at.
+    assert!(matches!(
+        apply(&mut t, &segments, grads(2)).unwrap_err(),
+        KernelError::ShapeMismatch {
+            expected: 3,
+            got: 2,
+            ..
+        }
+    ));
+    // Gradient bytes that are not whole rows.
+    let mut ragged = grads(3);
+    ragged.pop();
+    assert!(matches!(
+        apply(&mut t, &segments, ragged).unwrap_err(),
+        KernelError::ShapeMismatch { .. }
+    ));
+    // Offsets that do not walk the inputs.
+    let broken = Segments {
+        offsets: vec![0, 3, 2],
+        ..segments.clone()
+    };
+    assert!(matches!(
+        apply(&mut t, &broken, grads(3)).unwrap_err(),
+        KernelError::ShapeMismatch { .. }
+    ));
+    assert_unchanged(&t, &init);
+    // The same step, well formed, goes through.
+    apply(&mut t, &segments, grads(3)).unwrap();
+    assert_eq!(t.step(), 1);
 }

@@ -301,9 +301,14 @@ impl LocalTable {
         Ok(bad)
     }
 
-    /// Runs the fused update for already grouped, already checked inputs. `grads` holds the
-    /// gradient rows the segments' `order` points into, as `f32` little-endian bytes, in a
-    /// buffer from [`LocalTable::uploads`] (it goes back there once uploaded).
+    /// Runs the fused update for already grouped inputs. `grads` holds the gradient rows the
+    /// segments' `order` points into, as `f32` little-endian bytes, in a buffer from
+    /// [`LocalTable::uploads`] (it goes back there once uploaded). The gradients' finiteness is
+    /// the caller's to check.
+    ///
+    /// # Errors
+    /// [`KernelError::RowOutOfRange`] for a row past the table, [`KernelError::ShapeMismatch`]
+    /// for segments that do not fit the gradients; nothing changes then.
     pub fn apply_grouped(
         &mut self,
         segments: &Segments,
@@ -318,15 +323,28 @@ impl LocalTable {
     /// one after another in device memory: each part is copied in once, where it lies, instead of
     /// being assembled in one host buffer first. Build the parts with
     /// [`UploadPool::bytes_from`] on [`LocalTable::uploads`] to have their buffers come back.
+    ///
+    /// # Errors
+    /// As [`LocalTable::apply_grouped`]; nothing changes then.
     pub fn apply_grouped_parts(
         &mut self,
         segments: &Segments,
         parts: Vec<Bytes>,
         params: &[f32],
     ) -> Result<(), KernelError> {
-        let client = self.kernels.client();
         let total: usize = parts.iter().map(|p| p.len()).sum();
-        let inputs = total / (4 * self.dim());
+        let row_bytes = 4 * self.dim();
+        if !total.is_multiple_of(row_bytes) {
+            return Err(KernelError::ShapeMismatch {
+                what: "gradient bytes (whole f32 rows)",
+                expected: total.next_multiple_of(row_bytes),
+                got: total,
+            });
+        }
+        let inputs = total / row_bytes;
+        self.check_rows(&segments.rows)?;
+        segments.check(inputs)?;
+        let client = self.kernels.client();
         let pool = &self.uploads;
         let mut parts: Vec<Bytes> = parts.into_iter().filter(|p| !p.is_empty()).collect();
         let grads = if parts.len() <= 1 {

@@ -1,6 +1,7 @@
 //! Host-side bookkeeping for deterministic duplicate aggregation: the unique rows of a step, and
 //! for each the inputs that hit it, in input order.
 
+use crate::KernelError;
 use crate::headroom::reserve_for;
 
 /// The rows one step touches, grouped: unique row `u` is `rows[u]`, and its gradients are the
@@ -85,6 +86,31 @@ impl Segments {
         self.offsets.push(n as u32);
     }
 
+    /// Checks that the segments can be walked over `inputs` gradient rows: `offsets` holds
+    /// `rows.len() + 1` entries rising from 0 to `order.len()`, and every input position is below
+    /// `inputs`. (Segments built by [`Segments::group`] always are; these are public fields.)
+    pub fn check(&self, inputs: usize) -> Result<(), KernelError> {
+        let offsets_ok = self.offsets.len() == self.rows.len() + 1
+            && self.offsets.first() == Some(&0)
+            && self.offsets.last() == Some(&(self.order.len() as u32))
+            && self.offsets.windows(2).all(|w| w[0] <= w[1]);
+        if !offsets_ok {
+            return Err(KernelError::ShapeMismatch {
+                what: "segment offsets (rows + 1, rising from 0 to the inputs)",
+                expected: self.rows.len() + 1,
+                got: self.offsets.len(),
+            });
+        }
+        match self.order.iter().max() {
+            Some(&last) if last as usize >= inputs => Err(KernelError::ShapeMismatch {
+                what: "gradient rows",
+                expected: last as usize + 1,
+                got: inputs,
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// How many unique rows.
     pub fn len(&self) -> usize {
         self.rows.len()
@@ -112,6 +138,40 @@ mod tests {
         assert_eq!(s.offsets, vec![0, 2, 5, 6]);
         assert_eq!(s.order, vec![1, 4, 0, 2, 5, 3]);
         assert!(Segments::group(&[]).is_empty());
+    }
+
+    #[test]
+    fn check_accepts_grouped_segments_and_refuses_broken_ones() {
+        let s = Segments::group(&[5, 2, 5, 9, 2, 5]);
+        assert_eq!(s.check(6), Ok(()));
+        assert!(matches!(
+            s.check(5),
+            Err(KernelError::ShapeMismatch {
+                expected: 6,
+                got: 5,
+                ..
+            })
+        ));
+        for broken in [
+            Segments {
+                offsets: vec![0, 2, 5],
+                ..s.clone()
+            },
+            Segments {
+                offsets: vec![0, 5, 2, 6],
+                ..s.clone()
+            },
+            Segments {
+                offsets: vec![1, 2, 5, 6],
+                ..s.clone()
+            },
+            Segments {
+                offsets: vec![0, 2, 5, 7],
+                ..s.clone()
+            },
+        ] {
+            assert!(broken.check(6).is_err(), "{broken:?}");
+        }
     }
 
     /// The radix grouping equals a comparison sort of (id, position) on every kind of input.
