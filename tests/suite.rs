@@ -130,15 +130,33 @@ pub fn every_option(backend: Backend, dtype: DType, state_dtypes: &[DType]) {
     }
 }
 
+/// Two Adam tables with the same random initial weights, and the generator that made them.
+struct Twins {
+    rng: Rng,
+    init: Vec<f32>,
+    a: LocalTable,
+    b: LocalTable,
+}
+
+fn twins(backend: Backend, dtype: DType, seed: u64) -> Twins {
+    let client = backend.client().unwrap();
+    let mut rng = Rng::new(seed);
+    let init = rng.values(ROWS * DIM, -1.0, 1.0);
+    let config = TableConfig::new(Optimizer::Adam, dtype, DIM);
+    let a = LocalTable::new(&client, config, ROWS, &init).unwrap();
+    let b = LocalTable::new(&client, config, ROWS, &init).unwrap();
+    Twins { rng, init, a, b }
+}
+
 /// Two tables fed the same steps end bit-identical, and `gather` returns rows in the caller's
 /// order, duplicates included.
 pub fn deterministic_and_gather(backend: Backend, dtype: DType) {
-    let client = backend.client().unwrap();
-    let mut rng = Rng::new(99);
-    let init = rng.values(ROWS * DIM, -1.0, 1.0);
-    let config = TableConfig::new(Optimizer::Adam, dtype, DIM);
-    let mut a = LocalTable::new(&client, config, ROWS, &init).unwrap();
-    let mut b = LocalTable::new(&client, config, ROWS, &init).unwrap();
+    let Twins {
+        mut rng,
+        init,
+        mut a,
+        mut b,
+    } = twins(backend, dtype, 99);
 
     let rows = [5u32, 0, 63, 5, 17];
     let gathered = a.gather(&rows).unwrap();
@@ -170,12 +188,12 @@ pub fn deterministic_and_gather(backend: Backend, dtype: DType) {
 /// message) update the table bit for bit as the same gradients in one buffer: every part lands at
 /// its offset, empty parts included.
 pub fn gradients_in_parts(backend: Backend, dtype: DType) {
-    let client = backend.client().unwrap();
-    let mut rng = Rng::new(7);
-    let init = rng.values(ROWS * DIM, -1.0, 1.0);
-    let config = TableConfig::new(Optimizer::Adam, dtype, DIM);
-    let mut whole = LocalTable::new(&client, config, ROWS, &init).unwrap();
-    let mut parted = LocalTable::new(&client, config, ROWS, &init).unwrap();
+    let Twins {
+        mut rng,
+        a: mut whole,
+        b: mut parted,
+        ..
+    } = twins(backend, dtype, 7);
     for _ in 0..3 {
         let ids: Vec<u32> = (0..200).map(|_| rng.below(ROWS as u32)).collect();
         let grads = rng.values(ids.len() * DIM, -1.0, 1.0);
