@@ -9,6 +9,7 @@
 mod cache;
 #[cfg(feature = "cpu")]
 mod checkpoints;
+mod dense;
 #[cfg(feature = "cpu")]
 mod hygiene;
 #[cfg(feature = "cpu")]

@@ -2,6 +2,7 @@
 //! optimizer, seeded data, and the kernel suite instantiated per runtime.
 
 pub mod data;
+pub mod dense_suite;
 pub mod equivalence;
 pub mod model_suite;
 pub mod reference;

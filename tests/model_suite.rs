@@ -292,3 +292,138 @@ pub fn check_kvsall_step<S: ScoringFunction>(backend: Backend, reference: Score)
         assert_tables(&format!("{what}: relations"), &r1, &r_want);
     }
 }
+
+/// The softmax cross-entropy of one score row against targets `y`: `lse(s) − Σ y·s`, in f64.
+fn softmax_loss(s: &[f64], y: &[f64]) -> f64 {
+    let top = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let lse = top + s.iter().map(|x| (x - top).exp()).sum::<f64>().ln();
+    lse - s.iter().zip(y).map(|(s, y)| s * y).sum::<f64>()
+}
+
+/// `∂loss/∂s` of a whole score row by central finite differences of [`softmax_loss`].
+fn softmax_loss_fd(s: &[f64], y: &[f64]) -> Vec<f64> {
+    let h = 1e-6;
+    (0..s.len())
+        .map(|e| {
+            let at = |d: f64| {
+                let mut p = s.to_vec();
+                p[e] += d;
+                softmax_loss(&p, y)
+            };
+            (at(h) - at(-h)) / (2.0 * h)
+        })
+        .collect()
+}
+
+/// `λ·Σ|x_i|³` of a row cut into `segments` (complex-like coordinates) and its gradient.
+fn n3_gradient(row: &[f64], segments: usize) -> Vec<f64> {
+    let part = row.len() / segments;
+    let mut grad = vec![0.0; row.len()];
+    for i in 0..part {
+        let m = (0..segments)
+            .map(|s| row[s * part + i].powi(2))
+            .sum::<f64>()
+            .sqrt();
+        for s in 0..segments {
+            grad[s * part + i] = 3.0 * m * row[s * part + i];
+        }
+    }
+    grad
+}
+
+/// One SGD step of softmax cross-entropy against every entity (1vsAll and KvsAll label lists,
+/// smoothed), over 1, 2 and 3 ranks of `backend`, equals the host's step: the loss's gradient
+/// by finite differences of the f64 loss over each whole score row, chained through finite
+/// differences of the score. With `n3`, the N3 regulariser's gradient of the heads, true tails
+/// and relations too (per occurrence, over the global batch).
+pub fn check_softmax_step<S: ScoringFunction>(backend: Backend, reference: Score, n3: f64) {
+    let heads = [0, 4, 4, 13, 19, 7];
+    let relations = [1, 0, 2, 2, 1, 0];
+    let labels = IdLists::from_lists(&[
+        vec![2, 3],
+        vec![5],
+        vec![0, 19, 7],
+        vec![4],
+        vec![19],
+        vec![7, 7, 11],
+    ]);
+    let smoothing = 0.1f64;
+    let n = heads.len();
+    let regularizer = rowshard::model::Regularizer::N3 { weight: n3 };
+    for world in [1, 2, 3] {
+        let (e0, r0, e1, r1) = run_step::<S>(backend, world, |model, rank, world| {
+            if n3 > 0.0 {
+                model.set_regularization(rowshard::model::Regularization {
+                    entities: regularizer,
+                    relations: regularizer,
+                });
+            }
+            let mine = share(n, rank, world);
+            let lists: Vec<&[u32]> = mine.clone().map(|i| labels.get(i)).collect();
+            model
+                .train_step(&TrainBatch::AllEntities {
+                    heads: &heads[mine.clone()],
+                    relations: &relations[mine],
+                    labels: &IdLists::from_lists(&lists),
+                    loss: rowshard::EntityLoss::SoftmaxCrossEntropy {
+                        smoothing: smoothing as f32,
+                    },
+                })
+                .map(|_| ())
+        });
+        let rdim = r0.len() / RELATIONS;
+        let mut e_want: Vec<f64> = e0.iter().map(|&x| x as f64).collect();
+        let mut r_want: Vec<f64> = r0.iter().map(|&x| x as f64).collect();
+        let scale = 1.0 / n as f64;
+        let segments = S::SEGMENTS;
+        for b in 0..n {
+            let (h, r) = (row(&e0, heads[b], STEP_DIM), row(&r0, relations[b], rdim));
+            let mut true_tails: Vec<u32> = labels.get(b).to_vec();
+            true_tails.sort_unstable();
+            true_tails.dedup();
+            let y: Vec<f64> = (0..ENTITIES as u32)
+                .map(|e| {
+                    let label = true_tails.contains(&e) as u8 as f64;
+                    (1.0 - smoothing) * label / true_tails.len() as f64
+                        + smoothing / ENTITIES as f64
+                })
+                .collect();
+            let s: Vec<f64> = (0..ENTITIES as u32)
+                .map(|e| reference(&h, &r, &row(&e0, e, STEP_DIM)))
+                .collect();
+            let ds = softmax_loss_fd(&s, &y);
+            for e in 0..ENTITIES as u32 {
+                let t = row(&e0, e, STEP_DIM);
+                let g = ds[e as usize] * scale;
+                let [dh, dr, dt] = finite_differences(reference, &h, &r, &t);
+                for i in 0..STEP_DIM {
+                    e_want[heads[b] as usize * STEP_DIM + i] -= LR * g * dh[i];
+                    e_want[e as usize * STEP_DIM + i] -= LR * g * dt[i];
+                }
+                for i in 0..rdim {
+                    r_want[relations[b] as usize * rdim + i] -= LR * g * dr[i];
+                }
+            }
+            if n3 > 0.0 {
+                // Each occurrence: the head, every label as given (duplicates too), the relation.
+                let reg = LR * n3 * scale;
+                for (id, g) in std::iter::once(heads[b])
+                    .chain(labels.get(b).iter().copied())
+                    .map(|id| (id, n3_gradient(&row(&e0, id, STEP_DIM), segments)))
+                {
+                    for i in 0..STEP_DIM {
+                        e_want[id as usize * STEP_DIM + i] -= reg * g[i];
+                    }
+                }
+                let rel_segments = if rdim == STEP_DIM { segments } else { 1 };
+                let g = n3_gradient(&r, rel_segments);
+                for i in 0..rdim {
+                    r_want[relations[b] as usize * rdim + i] -= reg * g[i];
+                }
+            }
+        }
+        let what = format!("{} softmax (N3 {n3}), {world} ranks", S::NAME);
+        assert_tables(&format!("{what}: entities"), &e1, &e_want);
+        assert_tables(&format!("{what}: relations"), &r1, &r_want);
+    }
+}

@@ -1,7 +1,7 @@
 //! Snapshot tests of the generated kernel source, compiled without any device: CUDA C++ for every
 //! (optimizer × weight dtype) of the table and WGSL where the dtype allows, plus the gather kernel
-//! per dtype, the row-copy kernel, and the kernels `#[scoring]` generates for DistMult and ComplEx. Entry-point hashes
-//! are redacted. The set of snapshot files must equal the set the
+//! per dtype, the row-copy kernel, the dense products and losses, and the kernels `#[scoring]`
+//! generates for DistMult and ComplEx. Entry-point hashes are redacted. The set of snapshot files must equal the set the
 //! table implies, so a new table row without a snapshot fails here.
 
 use std::collections::BTreeSet;
@@ -9,7 +9,7 @@ use std::path::Path;
 
 use rowshard::model::{ScoreKernel, ScoringFunction, kernel_source};
 use rowshard::models::{ComplEx, DistMult};
-use rowshard_kernels::source::{Language, apply_source, copy_source, gather_source};
+use rowshard_kernels::source::{Language, apply_source, copy_source, dense_sources, gather_source};
 use rowshard_kernels::{DType, TABLE, TableConfig};
 
 const LANGUAGES: [Language; 2] = [Language::CudaCpp, Language::Wgsl];
@@ -41,6 +41,16 @@ fn expected_kernels() -> Vec<(String, String)> {
     for language in LANGUAGES {
         let source = copy_source(language).expect("copy source");
         out.push((format!("copy_rows_{}", language.name()), source));
+    }
+    for dtype in DType::ALL {
+        for language in LANGUAGES.into_iter().filter(|l| l.supports(dtype)) {
+            for (kernel, source) in dense_sources(dtype, language).expect("dense sources") {
+                out.push((
+                    format!("{kernel}_{}_{}", dtype.name(), language.name()),
+                    source,
+                ));
+            }
+        }
     }
     out.extend(model_kernels::<DistMult>("distmult"));
     out.extend(model_kernels::<ComplEx>("complex"));

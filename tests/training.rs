@@ -3,8 +3,11 @@
 //! - One SGD step (scored triples, and KvsAll) over 1, 2 and 3 thread ranks against the same
 //!   step computed on the host from the models' hand-written formulas and finite differences.
 //! - Bad input on one rank is refused on every rank and changes nothing.
-//! - UMLS: 1, 2 and 4 ranks end within 0.005 test MRR of each other; a run stopped, saved and
-//!   resumed under another rank count ends where the uninterrupted run ends.
+//! - One SGD step of softmax cross-entropy (with and without N3) over 1, 2 and 3 ranks against
+//!   the host's step from finite differences of the f64 loss over each whole score row.
+//! - UMLS: 1, 2 and 4 ranks end within 0.005 test MRR of each other (KvsAll with BCE; 1vsAll
+//!   with softmax cross-entropy and N3); a run stopped, saved and resumed under another rank
+//!   count ends where the uninterrupted run ends.
 
 use rowshard::comm::{Communicator, threads};
 use rowshard::data::{Dataset, Split};
@@ -14,7 +17,9 @@ use rowshard::models::{ComplEx, DistMult, RotatE, TransE};
 use rowshard::train::{Filters, Metrics, Mode, TrainConfig, Trainer};
 use rowshard::{IdLists, ShardedModel, TrainBatch};
 use rowshard_kernels::Backend;
-use rowshard_tests::model_suite::{check_kvsall_step, check_triples_step, sgd_spec};
+use rowshard_tests::model_suite::{
+    check_kvsall_step, check_softmax_step, check_triples_step, sgd_spec,
+};
 use rowshard_tests::scores;
 
 #[test]
@@ -28,6 +33,14 @@ fn a_triples_step_is_the_host_step_on_every_rank_count() {
 fn a_kvsall_step_is_the_host_step_on_every_rank_count() {
     check_kvsall_step::<DistMult>(Backend::Cpu, scores::distmult);
     check_kvsall_step::<ComplEx>(Backend::Cpu, scores::complex);
+}
+
+#[test]
+fn a_softmax_step_with_and_without_n3_is_the_host_step_on_every_rank_count() {
+    check_softmax_step::<DistMult>(Backend::Cpu, scores::distmult, 0.0);
+    check_softmax_step::<ComplEx>(Backend::Cpu, scores::complex, 0.0);
+    check_softmax_step::<ComplEx>(Backend::Cpu, scores::complex, 0.05);
+    check_softmax_step::<DistMult>(Backend::Cpu, scores::distmult, 0.02);
 }
 
 #[test]
@@ -181,4 +194,53 @@ fn umls_on_1_2_and_4_ranks_and_resumed_under_other_rank_counts_agree() {
         );
     }
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// ComplEx trained 1vsAll with softmax cross-entropy and N3 on UMLS for a few epochs on `world`
+/// ranks: rank 0's test metrics.
+fn umls_softmax_run(data: &Dataset, world: usize) -> Metrics {
+    let config = TrainConfig {
+        mode: Mode::OneVsAll,
+        loss: rowshard::train::Loss::SoftmaxCrossEntropy,
+        epochs: 4,
+        batch_size: 256,
+        label_smoothing: 0.1,
+        ..TrainConfig::default()
+    };
+    let mut spec =
+        ModelSpec::of::<ComplEx>(data.entities.len(), Mode::OneVsAll.model_relations(data));
+    spec.settings.dim = 16;
+    spec.settings.init = rowshard::model::InitScheme::Normal { std: 0.1 };
+    spec.seed = 5;
+    let n3 = rowshard::model::Regularizer::N3 { weight: 0.01 };
+    let results = threads::run(world, |comm| -> Result<_, ShardError> {
+        let client = Backend::Cpu.client()?;
+        let mut model = ShardedModel::<ComplEx>::new(comm, &client, &spec)?;
+        model.set_regularization(rowshard::model::Regularization {
+            entities: n3,
+            relations: n3,
+        });
+        let mut trainer = Trainer::new(data, config.clone());
+        while trainer.epochs_done < config.epochs {
+            trainer.epoch(&mut model, &mut rowshard::train::Silent)?;
+        }
+        trainer.evaluate(&model, &Filters::new(data), Split::Test)
+    });
+    results.into_iter().next().unwrap().unwrap()
+}
+
+#[test]
+fn umls_1vsall_softmax_n3_on_1_2_and_4_ranks_agree() {
+    let data = umls();
+    let one = umls_softmax_run(&data, 1);
+    assert!(one.mrr > 0.3, "4 epochs learn something: {one:?}");
+    for world in [2, 4] {
+        let m = umls_softmax_run(&data, world);
+        assert!(
+            (m.mrr - one.mrr).abs() <= 0.005,
+            "{world} ranks: MRR {} vs {} on one rank",
+            m.mrr,
+            one.mrr
+        );
+    }
 }

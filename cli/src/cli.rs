@@ -22,6 +22,7 @@ pub struct Cli {
 pub enum Command {
     /// Train a model on a knowledge graph, sharded over ranks; evaluate it (filtered MRR,
     /// Hits@k); checkpoint it. With no arguments: DistMult on the shipped UMLS, 2 ranks, CPU.
+    #[command(args_override_self = true)]
     Train(Box<crate::train::TrainArgs>),
     /// Write a checkpoint's full entity and relation tables (f32) and vocabularies.
     Export(crate::export::ExportArgs),
@@ -33,8 +34,9 @@ pub enum Command {
     },
     /// The standard sharded workload: lookup + fused Adam on 1, 2 and 4 ranks.
     Bench(BenchArgs),
-    /// The gather and fused-Adam kernels alone on one device, against the copy bandwidth; and
-    /// DistMult's generated forward + backward kernels against plain Rust.
+    /// The kernels alone on one device: gather and fused Adam against the copy bandwidth;
+    /// DistMult's generated forward + backward against plain Rust; the dense products and their
+    /// losses at FB15k-237 and UMLS shapes, in GFLOP/s.
     BenchKernels {
         /// Sizes, dtypes and runtime.
         #[command(flatten)]
@@ -42,7 +44,27 @@ pub enum Command {
         /// Timed repeats per figure.
         #[arg(long, default_value_t = 7)]
         repeats: usize,
+        /// Which kernels, comma-separated: table (gather, fused Adam), scoring (generated
+        /// kernels), dense (products and losses).
+        #[arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            default_value = "table,scoring,dense"
+        )]
+        parts: Vec<KernelPart>,
     },
+}
+
+/// The groups of kernels `rowshard bench-kernels` measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum KernelPart {
+    /// Gather and fused Adam at the standard table sizes.
+    Table,
+    /// DistMult's generated forward and backward kernels.
+    Scoring,
+    /// The dense products and losses of KvsAll, 1vsAll and ranking.
+    Dense,
 }
 
 /// The standard workload's sizes, dtypes and runtime (DESIGN.md), shared by both benchmarks.
@@ -199,20 +221,35 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::BenchKernels {
             workload: w,
             repeats,
+            parts,
         } => {
-            let bench = KernelBench {
-                backend: w.backend,
-                rows: w.rows,
-                dim: w.dim,
-                batch: w.batch,
-                dtypes: w.dtypes,
+            if parts.contains(&KernelPart::Table) {
+                let bench = KernelBench {
+                    backend: w.backend,
+                    rows: w.rows,
+                    dim: w.dim,
+                    batch: w.batch,
+                    dtypes: w.dtypes.clone(),
+                    repeats,
+                };
+                let figures = bench.run()?;
+                let copy = bandwidth::measure(256 << 20);
+                crate::bench::kernels::print(&bench, &figures, &copy);
+            }
+            if parts.contains(&KernelPart::Scoring) {
+                let scoring = crate::bench::scoring::distmult(w.backend, w.dim, w.batch, repeats)?;
+                crate::bench::scoring::print(w.dim, w.batch, &scoring);
+            }
+            if !parts.contains(&KernelPart::Dense) {
+                return Ok(());
+            }
+            let dense = crate::bench::dense::run(
+                w.backend,
+                &crate::bench::dense::SHAPES,
+                &w.dtypes,
                 repeats,
-            };
-            let figures = bench.run()?;
-            let copy = bandwidth::measure(256 << 20);
-            crate::bench::kernels::print(&bench, &figures, &copy);
-            let scoring = crate::bench::scoring::distmult(w.backend, w.dim, w.batch, repeats)?;
-            crate::bench::scoring::print(w.dim, w.batch, &scoring);
+            )?;
+            crate::bench::dense::print(w.backend, repeats, &dense);
         }
     }
     Ok(())

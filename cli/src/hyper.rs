@@ -22,6 +22,28 @@ fn names() -> Vec<(&'static str, String, Vec<&'static str>)> {
     out
 }
 
+/// Checks `value` of hyper-parameter `name` against the range of every optimizer that has it
+/// (recipes check values before anything runs; the command line's are checked when the
+/// optimizer is set up).
+pub fn check_range(name: &str, value: f64) -> Result<(), String> {
+    for spec in TABLE {
+        if let Some(h) = spec.hyper_parameters.iter().find(|h| h.name == name)
+            && !h.range.contains(value)
+        {
+            return Err(format!(
+                "{value} is outside the valid range {} of {}",
+                h.range, spec.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `name` is a hyper-parameter of some optimizer.
+pub fn is_hyper_parameter(name: &str) -> bool {
+    names().iter().any(|(n, _, _)| *n == name)
+}
+
 impl FromArgMatches for HyperArgs {
     fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
         Ok(HyperArgs(

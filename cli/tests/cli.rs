@@ -171,3 +171,119 @@ fn bad_input_is_one_line_and_a_non_zero_exit() {
     assert_eq!(std::fs::read_to_string(&json).unwrap(), "kept");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn a_recipe_is_read_overridden_and_refused_naming_file_line_and_key() {
+    let dir = temp("recipe");
+    let recipe = dir.join("r.toml");
+    std::fs::write(
+        &recipe,
+        "# a comment\nmodel = \"complex\"\ndim = 16\nepochs = 5\nlabel_smoothing = 0.1\n",
+    )
+    .unwrap();
+    let json = dir.join("metrics.json");
+    let (ok, _, stderr) = rowshard(&[
+        "train",
+        "--config",
+        recipe.to_str().unwrap(),
+        "--epochs",
+        "2",
+        "--metrics-json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("ComplEx") && stderr.contains("dim 16"),
+        "the recipe's model and dim: {stderr}"
+    );
+    let metrics: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(
+        metrics["epochs"], 2,
+        "the command line overrides the recipe"
+    );
+    std::fs::remove_file(&json).unwrap();
+    for (text, expected) in [
+        (
+            "model = \"complex\"\nbogus = 1\n",
+            "r.toml:2: unknown key `bogus`",
+        ),
+        (
+            "epochs = \"three\"\n",
+            "r.toml:1: `epochs`: invalid value 'three'",
+        ),
+        ("\nlr = -0.1\n", "r.toml:2: `lr`: invalid value '-0.1'"),
+        (
+            "beta1 = 1.5\n",
+            "r.toml:1: `beta1`: 1.5 is outside the valid range [0, 1)",
+        ),
+        (
+            "label-smoothing = 1.0\n",
+            "r.toml:1: `label-smoothing`: invalid value '1'",
+        ),
+        (
+            "reg = \"n4:0.1\"\n",
+            "r.toml:1: `reg`: invalid value 'n4:0.1'",
+        ),
+        ("dim = [1, 2\n", "r.toml:1:"),
+        (
+            "mode = { a = 1 }\n",
+            "r.toml:1: `mode`: expected a number, a string or a boolean",
+        ),
+    ] {
+        std::fs::write(&recipe, text).unwrap();
+        refused(
+            &[
+                "train",
+                "--config",
+                recipe.to_str().unwrap(),
+                "--metrics-json",
+                json.to_str().unwrap(),
+            ],
+            expected,
+        );
+        assert!(!json.exists(), "{text}: nothing was trained");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn early_stopping_ends_on_the_best_evaluated_model() {
+    let dir = temp("early");
+    let json = dir.join("metrics.json");
+    let (ok, _, stderr) = rowshard(&[
+        "train",
+        "--epochs",
+        "400",
+        "--eval-every",
+        "10",
+        "--patience",
+        "2",
+        "--min-delta",
+        "0.01",
+        "--metrics-json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(m["stopped_early"], true, "{stderr}");
+    let evaluations = m["evaluations"].as_array().unwrap();
+    let last = evaluations.last().unwrap()["epoch"].as_u64().unwrap();
+    assert!(last < 400 && m["epochs"].as_u64() == Some(last), "{m}");
+    let best = evaluations
+        .iter()
+        .max_by(|a, b| {
+            let mrr = |v: &serde_json::Value| v["valid"]["mrr"].as_f64().unwrap();
+            mrr(a).total_cmp(&mrr(b))
+        })
+        .unwrap();
+    assert_eq!(m["best_epoch"], best["epoch"], "{m}");
+    assert!(
+        best["epoch"].as_u64().unwrap() < last,
+        "the best is not the last: {m}"
+    );
+    // The reported model is the best one, restored bit for bit: the same metrics, exactly.
+    assert_eq!(m["valid"], best["valid"], "{m}");
+    assert!(stderr.contains("restored the best model"), "{stderr}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -1,4 +1,5 @@
-//! The dense scoring kernels of one table dtype and row length, compiled when a model is created.
+//! The dense scoring kernels of one table dtype and row length, compiled when a model is created,
+//! with the launch shapes and tiles chosen for the runtime (see [`crate::kernels::dense`]).
 
 use std::time::{Duration, Instant};
 
@@ -6,19 +7,152 @@ use cubecl::bytes::Bytes;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 
-use crate::element::runtime_error;
-use crate::kernels::dense::{DenseMode, dense_query_grad, dense_scores, dense_table_grad};
-use crate::shape::{LaunchShape, vector_size};
+use crate::kernels::dense::count::count_better;
+use crate::kernels::dense::labels::label_corrections;
+use crate::kernels::dense::query_grad::dense_query_grad;
+use crate::kernels::dense::scores::dense_scores;
+use crate::kernels::dense::softmax::softmax_grad;
+use crate::kernels::dense::table_grad::dense_table_grad;
+use crate::kernels::dense::{ScoreEpilogue, Tile};
+use crate::shape::{CPU_UNITS, GPU_UNITS, is_cpu_runtime, vector_size};
 use crate::{DType, KernelError, with_dtype};
 
-/// Queries against table rows on one client: scores, BCE gradients, and the two gradient products.
-#[derive(Clone)]
-pub struct DenseKernels {
-    client: Client,
-    dtype: DType,
-    dim: usize,
-    vector_size: usize,
-    jit_time: Duration,
+/// The tiles and chunking of the dense kernels on one runtime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DenseTiles {
+    /// Scores: table rows × query vectors.
+    pub scores: Tile,
+    /// Table gradient: table rows × row vectors.
+    pub table_grad: Tile,
+    /// Query gradient: queries × row vectors.
+    pub query_grad: Tile,
+    /// Table rows per pass of the query gradient (`0`: all of them).
+    pub chunk: usize,
+}
+
+impl DenseTiles {
+    /// What was measured fastest on the `cpu` runtime (AVX-512, 32 vector registers; see
+    /// docs/kernels.md), with `row_vectors` vectors per table row.
+    pub fn cpu(row_vectors: usize) -> Self {
+        let v = row_vectors.min(4);
+        Self {
+            scores: Tile {
+                rows: 6,
+                vectors: 4,
+            },
+            table_grad: Tile {
+                rows: 4,
+                vectors: v,
+            },
+            query_grad: Tile {
+                rows: 6,
+                vectors: v,
+            },
+            chunk: 64,
+        }
+    }
+
+    /// Small register tiles, one per unit, for GPU runtimes.
+    pub fn gpu(row_vectors: usize) -> Self {
+        let v = row_vectors.min(2);
+        Self {
+            scores: Tile {
+                rows: 4,
+                vectors: 2,
+            },
+            table_grad: Tile {
+                rows: 4,
+                vectors: v,
+            },
+            query_grad: Tile {
+                rows: 4,
+                vectors: v,
+            },
+            chunk: 0,
+        }
+    }
+}
+
+/// How a launch splits its work: items (rows or queries) in `groups` of `per_unit` — the unit's
+/// `x` position —, and `panels` in `panel_groups` ranges of `panels_per_unit` — its `y`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Split {
+    /// Items each group owns.
+    pub per_unit: u32,
+    /// Panels each unit owns within its group.
+    pub panels_per_unit: u32,
+    /// Ranges of panels (units along `y`).
+    pub panel_groups: u32,
+    /// Groups that own items (units along `x`).
+    pub groups: usize,
+    /// Cubes along `x`.
+    pub cubes: u32,
+    /// Units per cube along `x`.
+    pub cube_dim: u32,
+    /// Whether the units along `y` are a cube's (cpu) or cubes (GPUs).
+    cpu: bool,
+}
+
+impl Split {
+    /// The split of `items` in tiles of `tile_rows` and `panels` panels: on the `cpu` runtime one
+    /// cube of at most [`CPU_UNITS`] units, each a contiguous range of whole tiles (panels are
+    /// split only when there are too few items to keep the units busy); on GPUs a unit per tile
+    /// and panel.
+    pub fn new(client: &Client, items: usize, tile_rows: usize, panels: usize) -> Self {
+        let items = items.max(1);
+        let panels = panels.max(1);
+        let tiles = items.div_ceil(tile_rows);
+        let cpu = is_cpu_runtime(client);
+        let (per_unit, panels_per_unit) = if cpu {
+            let units = tiles.min(CPU_UNITS as usize);
+            let per_unit = tiles.div_ceil(units) * tile_rows;
+            let groups = items.div_ceil(per_unit);
+            let panel_groups = (CPU_UNITS as usize / groups).clamp(1, panels);
+            (per_unit, panels.div_ceil(panel_groups))
+        } else {
+            let max_cubes = client.properties().hardware.max_cube_count.0.max(1) as usize;
+            let widen = tiles.div_ceil(GPU_UNITS as usize).div_ceil(max_cubes);
+            (tile_rows * widen, 1)
+        };
+        let groups = items.div_ceil(per_unit);
+        let panel_groups = panels.div_ceil(panels_per_unit) as u32;
+        let (cubes, cube_dim) = if cpu {
+            (1, groups as u32)
+        } else {
+            (groups.div_ceil(GPU_UNITS as usize) as u32, GPU_UNITS)
+        };
+        Self {
+            per_unit: per_unit as u32,
+            panels_per_unit: panels_per_unit as u32,
+            panel_groups,
+            groups,
+            cubes,
+            cube_dim,
+            cpu,
+        }
+    }
+
+    /// Units launched (some past the last group may have nothing to do); a unit's
+    /// `ABSOLUTE_POS` is below this.
+    pub fn units(&self) -> usize {
+        self.cubes as usize * self.cube_dim as usize * self.panel_groups as usize
+    }
+
+    fn count(&self) -> CubeCount {
+        if self.cpu {
+            CubeCount::Static(1, 1, 1)
+        } else {
+            CubeCount::Static(self.cubes, self.panel_groups, 1)
+        }
+    }
+
+    fn dim(&self) -> CubeDim {
+        if self.cpu {
+            CubeDim::new_2d(self.cube_dim, self.panel_groups)
+        } else {
+            CubeDim::new_1d(self.cube_dim)
+        }
+    }
 }
 
 /// A block of table rows on the device: `table` holds the whole shard, the block is its rows
@@ -35,36 +169,132 @@ pub struct TableBlock<'a> {
     pub rows: usize,
 }
 
+/// Queries on the device in the two layouts the kernels read.
+#[derive(Clone, Debug)]
+pub struct DeviceQueries {
+    /// `Q`, row-major: `count × dim` `f32`.
+    pub rows: Handle,
+    /// `Qᵀ` panel by panel: `padded / panel` panels of `dim × panel` `f32`, zero past `count`.
+    pub transposed: Handle,
+    /// Queries.
+    pub count: usize,
+    /// Queries per panel: the score tile's vectors × lanes.
+    pub panel: usize,
+    /// Queries rounded up to whole panels: the values per row of a score block.
+    pub padded: usize,
+}
+
+impl DeviceQueries {
+    /// Where the score of (block row `e`, query `b`) lies in a block of `rows` rows.
+    pub fn index(&self, rows: usize, e: usize, b: usize) -> usize {
+        ((b / self.panel) * rows + e) * self.panel + b % self.panel
+    }
+}
+
+/// The true entities of a block's queries, as the label kernel reads them.
+#[derive(Clone, Debug)]
+pub struct DeviceLabels {
+    rows: Handle,
+    queries: Handle,
+    excess: Handle,
+    count: usize,
+}
+
+impl DeviceLabels {
+    /// How many labels.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
+/// Queries against table rows on one client: scores with a loss epilogue, the softmax gradient,
+/// label corrections, the two gradient products, and rank counting.
+#[derive(Clone)]
+pub struct DenseKernels {
+    client: Client,
+    dtype: DType,
+    dim: usize,
+    /// Lanes of a query vector (scores, softmax, counts).
+    lanes: usize,
+    /// Lanes of a row vector (gradients, labels).
+    row_lanes: usize,
+    tiles: DenseTiles,
+    jit_time: Duration,
+}
+
 impl DenseKernels {
     /// Compiles the kernels for tables of `dtype` with `dim`-wide rows by running each once.
     pub fn new(client: &Client, dtype: DType, dim: usize) -> Result<Self, KernelError> {
+        if dim == 0 {
+            return Err(KernelError::InvalidShape(
+                "dense kernels need dim ≥ 1".into(),
+            ));
+        }
+        crate::kernel_set::check_dtype(client, dtype)?;
+        let lanes = client.io_optimized_vector_sizes(4).next().unwrap_or(1);
+        let row_lanes = vector_size(client, dim);
+        let row_vectors = dim / row_lanes;
+        let tiles = if is_cpu_runtime(client) {
+            DenseTiles::cpu(row_vectors)
+        } else {
+            DenseTiles::gpu(row_vectors)
+        };
         let mut set = Self {
             client: client.clone(),
             dtype,
             dim,
-            vector_size: vector_size(client, dim),
+            lanes,
+            row_lanes,
+            tiles,
             jit_time: Duration::ZERO,
         };
         let start = Instant::now();
-        let q = client.create(Bytes::from_elems(vec![0.0f32; dim]));
-        let table = client.create(Bytes::from_bytes_vec(dtype.encode(&vec![0.0; dim])));
+        set.warm_up()?;
+        set.jit_time = start.elapsed();
+        Ok(set)
+    }
+
+    /// Runs every kernel once on one query and one row.
+    fn warm_up(&self) -> Result<(), KernelError> {
+        let dim = self.dim;
+        let queries = self.upload_queries(&vec![0.5; dim], 1);
+        let table = self
+            .client
+            .create(Bytes::from_bytes_vec(self.dtype.encode(&vec![0.5; dim])));
         let block = TableBlock {
             table: &table,
             table_len: dim,
             first: 0,
             rows: 1,
         };
-        let out = client.create(Bytes::from_elems(vec![0.0f32; 1]));
-        let loss = set.loss_buffer(1);
-        for mode in [DenseMode::Scores, DenseMode::BinaryCrossEntropy] {
-            set.scores(&q, 1, &block, &out, &loss, 1.0, mode);
+        let out = self.score_buffer(1, &queries);
+        for epilogue in [
+            ScoreEpilogue::Scores,
+            ScoreEpilogue::BinaryCrossEntropy,
+            ScoreEpilogue::SoftmaxStats,
+        ] {
+            let stats = self.stats_buffer(epilogue, 1, &queries);
+            self.scores(&queries, &block, &out, &stats, epilogue, 1.0, 0.0);
         }
-        let grad = client.create(Bytes::from_elems(vec![0.0f32; dim]));
-        set.table_grad(&q, 1, &block, &out, &grad);
-        set.query_grad(&out, &block, &grad, 1);
-        client.read_one(grad).map_err(runtime_error)?;
-        set.jit_time = start.elapsed();
-        Ok(set)
+        let lse = self.upload(vec![0.0f32; queries.padded]);
+        self.softmax_grad(&out, 1, &queries, &lse, 1.0, 0.0);
+        let labels = self.upload_labels(&[0], &[0], &[1.0]);
+        let loss = self.label_loss_buffer(&labels);
+        self.label_corrections(&queries, &block, &out, &labels, &loss, 1.0);
+        let dw = self.client.empty(dim * 4);
+        self.table_grad(&queries, &block, &out, &dw);
+        let dq = self.client.empty(dim * 4);
+        self.query_grad(&out, &block, &queries, &dq, false);
+        let counts = self.count_buffer(1, &queries);
+        self.count_better(&out, 1, &queries, &lse, &counts);
+        crate::wait::read_one(&self.client, counts)?;
+        crate::wait::read_one(&self.client, dq)?;
+        Ok(())
     }
 
     /// How long compiling and the first launches took.
@@ -77,59 +307,241 @@ impl DenseKernels {
         &self.client
     }
 
-    /// How many per-unit loss sums a BCE launch over `rows` table rows writes.
-    pub fn loss_units(&self, rows: usize) -> usize {
-        let shape = LaunchShape::for_rows(&self.client, rows);
-        shape.cube_count as usize * shape.cube_dim as usize
+    /// The tiles in use.
+    pub fn tiles(&self) -> DenseTiles {
+        self.tiles
     }
 
-    /// A buffer for the per-unit loss sums of a BCE launch over `rows` table rows.
-    pub fn loss_buffer(&self, rows: usize) -> Handle {
+    /// Lanes of a query vector: score rows are padded to a multiple of it.
+    pub fn lanes(&self) -> usize {
+        self.lanes
+    }
+
+    fn upload(&self, values: Vec<f32>) -> Handle {
+        self.client.create(Bytes::from_elems(values))
+    }
+
+    /// Uploads `count` queries (`count × dim`, row-major) in both layouts.
+    pub fn upload_queries(&self, q: &[f32], count: usize) -> DeviceQueries {
+        let dim = self.dim;
+        assert_eq!(q.len(), count * dim, "queries are count × dim values");
+        let panel = self.panel();
+        let padded = count.max(1).div_ceil(panel) * panel;
+        let mut transposed = vec![0.0f32; dim * padded];
+        for (b, row) in q.chunks_exact(dim).enumerate() {
+            let (p, j) = (b / panel, b % panel);
+            for (k, &x) in row.iter().enumerate() {
+                transposed[(p * dim + k) * panel + j] = x;
+            }
+        }
+        let rows = if q.is_empty() {
+            vec![0.0; dim]
+        } else {
+            q.to_vec()
+        };
+        DeviceQueries {
+            rows: self.upload(rows),
+            transposed: self.upload(transposed),
+            count,
+            panel,
+            padded,
+        }
+    }
+
+    /// Queries per panel of a score block.
+    pub fn panel(&self) -> usize {
+        self.tiles.scores.vectors * self.lanes
+    }
+
+    /// A buffer for the scores of `queries` against `rows` table rows.
+    pub fn score_buffer(&self, rows: usize, queries: &DeviceQueries) -> Handle {
+        self.client.empty(rows.max(1) * queries.padded * 4)
+    }
+
+    fn score_split(&self, rows: usize, queries: &DeviceQueries) -> Split {
+        let panels = queries.padded / queries.panel;
+        Split::new(&self.client, rows, self.tiles.scores.rows, panels)
+    }
+
+    /// Values in the `stats` buffer of a [`DenseKernels::scores`] launch.
+    pub fn stats_len(
+        &self,
+        epilogue: ScoreEpilogue,
+        rows: usize,
+        queries: &DeviceQueries,
+    ) -> usize {
+        let split = self.score_split(rows, queries);
+        match epilogue {
+            ScoreEpilogue::Scores => self.lanes,
+            ScoreEpilogue::BinaryCrossEntropy => split.units() * self.lanes,
+            ScoreEpilogue::SoftmaxStats => split.groups * 3 * queries.padded,
+        }
+    }
+
+    /// A buffer for the statistics of a [`DenseKernels::scores`] launch.
+    pub fn stats_buffer(
+        &self,
+        epilogue: ScoreEpilogue,
+        rows: usize,
+        queries: &DeviceQueries,
+    ) -> Handle {
         self.client
-            .create(Bytes::from_elems(vec![0.0f32; self.loss_units(rows)]))
+            .empty(self.stats_len(epilogue, rows, queries) * 4)
     }
 
-    fn row_vectors(&self) -> u32 {
-        (self.dim / self.vector_size) as u32
-    }
-
-    /// Enqueues [`dense_scores()`] for `queries` (`n_queries × dim`, f32) against `block`;
-    /// `out` holds `block.rows × n_queries` values (the targets, for BCE).
+    /// Enqueues [`dense_scores()`]: `queries` against `block` into `out` (`block.rows × padded`),
+    /// with `epilogue`'s statistics in `stats` (see [`DenseKernels::stats_len`]).
     #[allow(clippy::too_many_arguments)]
     pub fn scores(
         &self,
-        queries: &Handle,
-        n_queries: usize,
+        queries: &DeviceQueries,
         block: &TableBlock,
         out: &Handle,
-        loss: &Handle,
+        stats: &Handle,
+        epilogue: ScoreEpilogue,
         scale: f32,
-        mode: DenseMode,
+        off: f32,
     ) {
-        if block.rows == 0 || n_queries == 0 {
+        if block.rows == 0 || queries.count == 0 {
             return;
         }
-        let shape = LaunchShape::for_rows(&self.client, block.rows);
-        let units = shape.cube_count as usize * shape.cube_dim as usize;
+        let split = self.score_split(block.rows, queries);
+        let stats_len = self.stats_len(epilogue, block.rows, queries);
         with_dtype!(self.dtype, F => {
-            // SAFETY: the block lies inside the table, `out` holds rows × queries values, `loss`
-            // one per unit, and each unit writes only its own rows' entries and its loss slot.
+            // SAFETY: the block lies inside the table; `out` holds rows × padded values and
+            // `stats` what stats_len says; each unit writes only its own rows, panels and stats.
             unsafe {
                 dense_scores::launch_unchecked::<F>(
                     &self.client,
-                    shape.count(),
-                    shape.dim(),
-                    self.vector_size,
-                    BufferArg::from_raw_parts(queries.clone(), n_queries * self.dim),
+                    split.count(),
+                    split.dim(),
+                    self.lanes,
+                    BufferArg::from_raw_parts(queries.transposed.clone(), self.dim * queries.padded),
                     BufferArg::from_raw_parts(block.table.clone(), block.table_len),
-                    BufferArg::from_raw_parts(out.clone(), block.rows * n_queries),
-                    BufferArg::from_raw_parts(loss.clone(), units),
+                    BufferArg::from_raw_parts(out.clone(), block.rows * queries.padded),
+                    BufferArg::from_raw_parts(stats.clone(), stats_len),
                     block.first as u32,
                     block.rows as u32,
-                    self.row_vectors(),
-                    shape.rows_per_unit,
+                    self.dim as u32,
+                    queries.count as u32,
+                    split.per_unit,
+                    split.panels_per_unit,
                     scale,
-                    mode,
+                    off,
+                    self.tiles.scores,
+                    epilogue,
+                )
+            }
+        })
+    }
+
+    /// Enqueues [`softmax_grad()`] over `rows` rows of scores: `lse` holds each query's
+    /// log-sum-exp (`padded` values).
+    pub fn softmax_grad(
+        &self,
+        scores: &Handle,
+        rows: usize,
+        queries: &DeviceQueries,
+        lse: &Handle,
+        scale: f32,
+        off: f32,
+    ) {
+        if rows == 0 || queries.count == 0 {
+            return;
+        }
+        let split = Split::new(&self.client, rows, 1, 1);
+        // SAFETY: `scores` holds rows × padded values, `lse` padded; units own disjoint rows.
+        unsafe {
+            softmax_grad::launch_unchecked(
+                &self.client,
+                split.count(),
+                split.dim(),
+                self.lanes,
+                BufferArg::from_raw_parts(scores.clone(), rows * queries.padded),
+                BufferArg::from_raw_parts(lse.clone(), queries.padded),
+                rows as u32,
+                queries.count as u32,
+                split.per_unit,
+                scale,
+                off,
+                self.tiles.scores.vectors,
+            )
+        }
+    }
+
+    /// Uploads labels: block row, query and target excess `y − off` of each; a (row, query)
+    /// pair at most once.
+    pub fn upload_labels(&self, rows: &[u32], queries: &[u32], excess: &[f32]) -> DeviceLabels {
+        assert!(rows.len() == queries.len() && rows.len() == excess.len());
+        let placeholder = |v: &[u32]| {
+            if v.is_empty() { vec![0] } else { v.to_vec() }
+        };
+        DeviceLabels {
+            rows: self.client.create(Bytes::from_elems(placeholder(rows))),
+            queries: self.client.create(Bytes::from_elems(placeholder(queries))),
+            excess: self.upload(if excess.is_empty() {
+                vec![0.0]
+            } else {
+                excess.to_vec()
+            }),
+            count: rows.len(),
+        }
+    }
+
+    fn label_split(&self, labels: &DeviceLabels) -> Split {
+        Split::new(&self.client, labels.count, 1, 1)
+    }
+
+    /// A buffer for the per-unit loss sums of a [`DenseKernels::label_corrections`] launch.
+    pub fn label_loss_buffer(&self, labels: &DeviceLabels) -> Handle {
+        self.client.empty(self.label_split(labels).units() * 4)
+    }
+
+    /// Values in the buffer of [`DenseKernels::label_loss_buffer`] that a launch writes (none
+    /// without labels: nothing is launched).
+    pub fn label_loss_len(&self, labels: &DeviceLabels) -> usize {
+        if labels.is_empty() {
+            return 0;
+        }
+        self.label_split(labels).units()
+    }
+
+    /// Enqueues [`label_corrections()`] on `grads` (the block's `rows × padded` values).
+    pub fn label_corrections(
+        &self,
+        queries: &DeviceQueries,
+        block: &TableBlock,
+        grads: &Handle,
+        labels: &DeviceLabels,
+        loss: &Handle,
+        scale: f32,
+    ) {
+        if labels.count == 0 {
+            return;
+        }
+        let split = self.label_split(labels);
+        with_dtype!(self.dtype, F => {
+            // SAFETY: every label's row is a row of the block and its query one of `queries`
+            // (checked by the caller); pairs are distinct, so units write distinct entries.
+            unsafe {
+                label_corrections::launch_unchecked::<F>(
+                    &self.client,
+                    split.count(),
+                    split.dim(),
+                    self.row_lanes,
+                    BufferArg::from_raw_parts(queries.rows.clone(), queries.count * self.dim),
+                    BufferArg::from_raw_parts(block.table.clone(), block.table_len),
+                    BufferArg::from_raw_parts(grads.clone(), block.rows * queries.padded),
+                    BufferArg::from_raw_parts(labels.rows.clone(), labels.count),
+                    BufferArg::from_raw_parts(labels.queries.clone(), labels.count),
+                    BufferArg::from_raw_parts(labels.excess.clone(), labels.count),
+                    BufferArg::from_raw_parts(loss.clone(), split.units()),
+                    block.first as u32,
+                    block.rows as u32,
+                    (self.dim / self.row_lanes) as u32,
+                    queries.panel as u32,
+                    split.per_unit,
+                    scale,
                 )
             }
         })
@@ -139,8 +551,7 @@ impl DenseKernels {
     /// whole shard's rows, `f32`).
     pub fn table_grad(
         &self,
-        queries: &Handle,
-        n_queries: usize,
+        queries: &DeviceQueries,
         block: &TableBlock,
         grads: &Handle,
         out: &Handle,
@@ -148,53 +559,141 @@ impl DenseKernels {
         if block.rows == 0 {
             return;
         }
-        let shape = LaunchShape::for_rows(&self.client, block.rows);
-        let out_len = (block.first + block.rows) * self.dim;
-        // SAFETY: `grads` holds rows × queries values, `out` at least (first + rows) rows, and
-        // each unit writes only its own rows.
+        let tile = self.tiles.table_grad;
+        let row_vectors = self.dim / self.row_lanes;
+        let split = Split::new(
+            &self.client,
+            block.rows,
+            tile.rows,
+            row_vectors.div_ceil(tile.vectors),
+        );
+        // SAFETY: `grads` holds rows × padded values, `out` at least (first + rows) rows, and
+        // each unit writes only its own rows' panels.
         unsafe {
             dense_table_grad::launch_unchecked(
                 &self.client,
-                shape.count(),
-                shape.dim(),
-                self.vector_size,
-                BufferArg::from_raw_parts(queries.clone(), n_queries * self.dim),
-                BufferArg::from_raw_parts(grads.clone(), block.rows * n_queries),
-                BufferArg::from_raw_parts(out.clone(), out_len),
+                split.count(),
+                split.dim(),
+                self.row_lanes,
+                BufferArg::from_raw_parts(queries.rows.clone(), queries.count.max(1) * self.dim),
+                BufferArg::from_raw_parts(grads.clone(), block.rows * queries.padded),
+                BufferArg::from_raw_parts(out.clone(), (block.first + block.rows) * self.dim),
                 block.first as u32,
                 block.rows as u32,
-                self.row_vectors(),
-                shape.rows_per_unit,
+                row_vectors as u32,
+                queries.count as u32,
+                queries.panel as u32,
+                split.per_unit,
+                split.panels_per_unit,
+                tile,
             )
         }
     }
 
-    /// Enqueues [`dense_query_grad()`]: adds `block`'s contribution to the queries' gradient
-    /// `out` (`n_queries × dim`, zeroed before the first block).
-    pub fn query_grad(&self, grads: &Handle, block: &TableBlock, out: &Handle, n_queries: usize) {
+    /// Enqueues [`dense_query_grad()`]: `block`'s contribution to the gradient of `queries`,
+    /// written into `out` (`count × dim`) or added to it when `accumulate`. `grads` holds the
+    /// block's `rows × padded` values.
+    pub fn query_grad(
+        &self,
+        grads: &Handle,
+        block: &TableBlock,
+        queries: &DeviceQueries,
+        out: &Handle,
+        accumulate: bool,
+    ) {
+        let (n_queries, padded) = (queries.count, queries.padded);
         if block.rows == 0 || n_queries == 0 {
             return;
         }
-        let shape = LaunchShape::for_rows(&self.client, n_queries);
+        let tile = self.tiles.query_grad;
+        let row_vectors = self.dim / self.row_lanes;
+        let split = Split::new(
+            &self.client,
+            n_queries,
+            tile.rows,
+            row_vectors.div_ceil(tile.vectors),
+        );
+        let chunk = match self.tiles.chunk {
+            0 => block.rows,
+            c => c,
+        };
         with_dtype!(self.dtype, F => {
-            // SAFETY: `grads` holds rows × queries values, the block lies inside the table, and
-            // each unit writes only its own queries' rows of `out`.
+            // SAFETY: `grads` holds rows × padded values, the block lies inside the table, and
+            // each unit writes only its own queries' panels of `out`.
             unsafe {
                 dense_query_grad::launch_unchecked::<F>(
                     &self.client,
-                    shape.count(),
-                    shape.dim(),
-                    self.vector_size,
-                    BufferArg::from_raw_parts(grads.clone(), block.rows * n_queries),
+                    split.count(),
+                    split.dim(),
+                    self.row_lanes,
+                    BufferArg::from_raw_parts(grads.clone(), block.rows * padded),
                     BufferArg::from_raw_parts(block.table.clone(), block.table_len),
                     BufferArg::from_raw_parts(out.clone(), n_queries * self.dim),
                     block.first as u32,
                     block.rows as u32,
-                    self.row_vectors(),
-                    shape.rows_per_unit,
+                    row_vectors as u32,
+                    n_queries as u32,
+                    queries.panel as u32,
+                    split.per_unit,
+                    split.panels_per_unit,
+                    chunk as u32,
+                    accumulate as u32,
+                    tile,
                 )
             }
         })
+    }
+
+    fn count_split(&self, rows: usize) -> Split {
+        Split::new(&self.client, rows, 1, 1)
+    }
+
+    /// A buffer for the counts of a [`DenseKernels::count_better`] launch over `rows` rows.
+    pub fn count_buffer(&self, rows: usize, queries: &DeviceQueries) -> Handle {
+        self.client.empty(self.count_len(rows, queries) * 4)
+    }
+
+    /// Values in the buffer of [`DenseKernels::count_buffer`]: for each unit, the `padded`
+    /// counts of better scores, then the `padded` counts of tied ones.
+    pub fn count_len(&self, rows: usize, queries: &DeviceQueries) -> usize {
+        self.count_split(rows).units() * 2 * queries.padded
+    }
+
+    /// Enqueues [`count_better()`] over `rows` rows of `scores` against `truth` (`padded`
+    /// values).
+    pub fn count_better(
+        &self,
+        scores: &Handle,
+        rows: usize,
+        queries: &DeviceQueries,
+        truth: &Handle,
+        counts: &Handle,
+    ) {
+        let split = self.count_split(rows);
+        // SAFETY: `scores` holds rows × padded values, `truth` padded, `counts` what count_len
+        // says; each unit writes only its own counts.
+        unsafe {
+            count_better::launch_unchecked(
+                &self.client,
+                split.count(),
+                split.dim(),
+                self.lanes,
+                BufferArg::from_raw_parts(scores.clone(), rows.max(1) * queries.padded),
+                BufferArg::from_raw_parts(truth.clone(), queries.padded),
+                BufferArg::from_raw_parts(counts.clone(), self.count_len(rows, queries)),
+                rows as u32,
+                queries.count as u32,
+                split.per_unit,
+                self.tiles.scores.vectors,
+            )
+        }
+    }
+
+    /// Reads `len` `f32` values of a buffer back.
+    pub fn read(&self, handle: Handle, len: usize) -> Result<Vec<f32>, KernelError> {
+        let bytes = crate::wait::read_one(&self.client, handle)?;
+        let values: &[f32] = bytemuck::cast_slice(&bytes[..len * 4]);
+        Ok(values.to_vec())
     }
 }
 
@@ -203,7 +702,44 @@ impl std::fmt::Debug for DenseKernels {
         f.debug_struct("DenseKernels")
             .field("dtype", &self.dtype)
             .field("dim", &self.dim)
-            .field("vector_size", &self.vector_size)
+            .field("lanes", &self.lanes)
+            .field("row_lanes", &self.row_lanes)
+            .field("tiles", &self.tiles)
             .finish()
     }
+}
+
+/// Per query, `(max, Σ exp(s − max), Σ s)` over the row groups of a
+/// [`ScoreEpilogue::SoftmaxStats`] launch (`stats` as read back, `groups × 3 × padded`).
+pub fn combine_softmax_stats(stats: &[f32], padded: usize, queries: usize) -> Vec<[f64; 3]> {
+    let groups = stats.len() / (3 * padded);
+    (0..queries)
+        .map(|b| {
+            let part = |g: usize, j: usize| stats[(g * 3 + j) * padded + b] as f64;
+            let max = (0..groups)
+                .map(|g| part(g, 0))
+                .fold(f64::NEG_INFINITY, f64::max);
+            let sum_exp = (0..groups)
+                .map(|g| part(g, 1) * (part(g, 0) - max).exp())
+                .sum();
+            let sum = (0..groups).map(|g| part(g, 2)).sum();
+            [max, sum_exp, sum]
+        })
+        .collect()
+}
+
+/// Per query, `(better, tied)` summed over the units of a [`DenseKernels::count_better`] launch
+/// (`counts` as read back).
+pub fn combine_counts(counts: &[f32], padded: usize, queries: usize) -> Vec<[u64; 2]> {
+    let units = counts.len() / (2 * padded);
+    (0..queries)
+        .map(|b| {
+            let mut out = [0u64; 2];
+            for u in 0..units {
+                out[0] += counts[2 * u * padded + b] as u64;
+                out[1] += counts[(2 * u + 1) * padded + b] as u64;
+            }
+            out
+        })
+        .collect()
 }

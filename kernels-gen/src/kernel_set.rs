@@ -281,7 +281,7 @@ impl std::fmt::Debug for KernelSet {
 }
 
 /// Refuses a dtype the runtime cannot keep in a buffer or convert.
-fn check_dtype(client: &Client, dtype: DType) -> Result<(), KernelError> {
+pub(crate) fn check_dtype(client: &Client, dtype: DType) -> Result<(), KernelError> {
     let usable = |d: DType| {
         let uses = client.features().type_usage(crate::element::elem_type(d));
         uses.contains(TypeUsage::Buffer) && uses.contains(TypeUsage::Conversion)

@@ -10,6 +10,11 @@ use cubecl::Compiler;
 use cubecl::ir::{AddressType, DeviceProperties, HardwareProperties, MemoryDeviceProperties};
 use cubecl::prelude::*;
 
+use crate::dense_set::DenseTiles;
+use crate::kernels::dense::{
+    ScoreEpilogue, count::count_better, labels::label_corrections, query_grad::dense_query_grad,
+    scores::dense_scores, softmax::softmax_grad, table_grad::dense_table_grad,
+};
 use crate::kernels::{
     apply::fused_apply, copy::copy_rows, gather::gather_rows, update::UpdateRule,
 };
@@ -173,6 +178,106 @@ pub fn copy_source(language: Language) -> Result<String, KernelError> {
     compile(kernel.define(), language)
 }
 
+/// The dense kernels (see [`crate::kernels::dense`]) with GPU tiles for rows of 128, named:
+/// the score kernel per epilogue and the label and query-gradient kernels for tables of
+/// `dtype`; the softmax, count and table-gradient kernels (only `f32` in, no table) when
+/// `dtype` is `f32`.
+pub fn dense_sources(
+    dtype: DType,
+    language: Language,
+) -> Result<Vec<(&'static str, String)>, KernelError> {
+    refuse(dtype, language)?;
+    let b = buffer;
+    let target = || Arc::new(Default::default());
+    let (settings, properties) = (snapshot_settings, snapshot_properties);
+    let tiles = DenseTiles::gpu(128 / SNAPSHOT_VECTOR);
+    let mut out = Vec::new();
+    for (name, epilogue) in [
+        ("dense_scores", ScoreEpilogue::Scores),
+        ("dense_scores_bce", ScoreEpilogue::BinaryCrossEntropy),
+        ("dense_scores_softmax_stats", ScoreEpilogue::SoftmaxStats),
+    ] {
+        let source = with_dtype!(dtype, F => compile(
+            dense_scores::DenseScores::<F>::new(
+                settings(), properties(), target(),
+                b(), b(), b(), b(), (), (), (), (), (), (), (), (),
+                SNAPSHOT_VECTOR, tiles.scores, epilogue,
+            ).define(),
+            language,
+        ))?;
+        out.push((name, source));
+    }
+    let labels = with_dtype!(dtype, F => compile(
+        label_corrections::LabelCorrections::<F>::new(
+            settings(), properties(), target(),
+            b(), b(), b(), b(), b(), b(), b(), (), (), (), (), (), (),
+            SNAPSHOT_VECTOR,
+        ).define(),
+        language,
+    ))?;
+    out.push(("label_corrections", labels));
+    let query_grad = with_dtype!(dtype, F => compile(
+        dense_query_grad::DenseQueryGrad::<F>::new(
+            settings(), properties(), target(),
+            b(), b(), b(), (), (), (), (), (), (), (), (), (),
+            SNAPSHOT_VECTOR, tiles.query_grad,
+        ).define(),
+        language,
+    ))?;
+    out.push(("dense_query_grad", query_grad));
+    if dtype != DType::F32 {
+        return Ok(out);
+    }
+    let softmax = softmax_grad::SoftmaxGrad::new(
+        settings(),
+        properties(),
+        target(),
+        b(),
+        b(),
+        (),
+        (),
+        (),
+        (),
+        (),
+        SNAPSHOT_VECTOR,
+        tiles.scores.vectors,
+    );
+    out.push(("softmax_grad", compile(softmax.define(), language)?));
+    let count = count_better::CountBetter::new(
+        settings(),
+        properties(),
+        target(),
+        b(),
+        b(),
+        b(),
+        (),
+        (),
+        (),
+        SNAPSHOT_VECTOR,
+        tiles.scores.vectors,
+    );
+    out.push(("count_better", compile(count.define(), language)?));
+    let table_grad = dense_table_grad::DenseTableGrad::new(
+        settings(),
+        properties(),
+        target(),
+        b(),
+        b(),
+        b(),
+        (),
+        (),
+        (),
+        (),
+        (),
+        (),
+        (),
+        SNAPSHOT_VECTOR,
+        tiles.table_grad,
+    );
+    out.push(("dense_table_grad", compile(table_grad.define(), language)?));
+    Ok(out)
+}
+
 /// The names kernel entry points start with: rowshard's kernels and those `#[scoring]`
 /// generates.
 const ENTRY_POINTS: &[&str] = &[
@@ -182,6 +287,9 @@ const ENTRY_POINTS: &[&str] = &[
     "dense_scores",
     "dense_table_grad",
     "dense_query_grad",
+    "softmax_grad",
+    "label_corrections",
+    "count_better",
     "forward",
     "backward",
     "query",

@@ -45,6 +45,16 @@ pub enum InputError {
         /// Its position in the batch.
         position: u64,
     },
+    /// Label smoothing outside `[0, 1)`.
+    Smoothing {
+        /// Its `f32` bits.
+        value: u64,
+    },
+    /// A query with no true entity, under a loss that needs one (softmax cross-entropy).
+    NoLabels {
+        /// Its position in the batch.
+        position: u64,
+    },
     /// A NaN or infinite gradient value.
     NonFiniteGradient {
         /// The id it was for.
@@ -90,6 +100,20 @@ impl std::fmt::Display for InputError {
                     "the target at batch position {position} is not in [0, 1]"
                 )
             }
+            InputError::Smoothing { value } => {
+                write!(
+                    f,
+                    "label smoothing {} must be in [0, 1)",
+                    f32::from_bits(value as u32)
+                )
+            }
+            InputError::NoLabels { position } => {
+                write!(
+                    f,
+                    "the query at batch position {position} has no true entity; softmax \
+                     cross-entropy needs at least one"
+                )
+            }
             InputError::LearningRate { value } => {
                 write!(
                     f,
@@ -112,6 +136,8 @@ impl InputError {
             InputError::RelationOutOfRange { id, rows } => [5, id, rows],
             InputError::BatchLength { expected, got } => [6, expected, got],
             InputError::Target { position } => [7, position, 0],
+            InputError::Smoothing { value } => [8, value, 0],
+            InputError::NoLabels { position } => [9, position, 0],
         }
     }
 
@@ -139,6 +165,8 @@ impl InputError {
                 got: words[2],
             }),
             7 => Some(InputError::Target { position: words[1] }),
+            8 => Some(InputError::Smoothing { value: words[1] }),
+            9 => Some(InputError::NoLabels { position: words[1] }),
             _ => None,
         }
     }

@@ -41,7 +41,7 @@ pub use comm::{CommError, Communicator};
 pub use error::{InputError, ShardError};
 pub use init::Initializer;
 pub use model::{
-    IdLists, InitScheme, ModelDefaults, ModelSettings, ModelSpec, OptimizerSettings,
+    EntityLoss, IdLists, InitScheme, ModelDefaults, ModelSettings, ModelSpec, OptimizerSettings,
     ScoringFunction, ShardedModel, StepReport, TrainBatch,
 };
 pub use partition::{Partition, PartitionScheme};

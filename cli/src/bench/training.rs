@@ -12,7 +12,7 @@ use rowshard::init::SplitMix64;
 use rowshard::model::{ModelDefaults, ModelSpec, ScoringFunction};
 use rowshard::models::DistMult;
 use rowshard::train::Mode;
-use rowshard::train::batches::{KvsAllSet, NegativeBatch, batches, share, shuffled};
+use rowshard::train::batches::{NegativeBatch, QuerySet, batches, share, shuffled};
 use rowshard::{IdLists, ShardedModel, TrainBatch};
 use rowshard_kernels::Backend;
 
@@ -87,8 +87,12 @@ fn run_model<S: ScoringFunction + ModelDefaults>(
 ) -> Result<TrainFigure, ShardError> {
     let mut spec = ModelSpec::of::<S>(data.entities.len(), case.mode.model_relations(data));
     spec.settings.dim = case.dim;
-    let kvsall = (case.mode == Mode::KvsAll)
-        .then(|| KvsAllSet::new(&data.train, data.relations.len() as u32));
+    let relations = data.relations.len() as u32;
+    let kvsall = match case.mode {
+        Mode::KvsAll => Some(QuerySet::kvsall(&data.train, relations)),
+        Mode::OneVsAll => Some(QuerySet::one_vs_all(&data.train, relations)),
+        Mode::NegSample { .. } => None,
+    };
     let examples = kvsall.as_ref().map_or(data.train.len(), |s| s.len());
     let order = shuffled(examples, 1, 0);
     let global: Vec<_> = batches(order.len(), case.batch)
@@ -135,7 +139,7 @@ fn run_model<S: ScoringFunction + ModelDefaults>(
                         targets: &b.targets,
                     })?;
                 }
-                (None, Mode::KvsAll) => unreachable!(),
+                (None, _) => unreachable!("KvsAll and 1vsAll build their query sets"),
             }
             if step > 0 {
                 times.push(start.elapsed());
@@ -166,8 +170,8 @@ pub fn print(backend: Backend, figures: &[TrainFigure]) {
     for f in figures {
         let c = &f.case;
         let mode = match c.mode {
-            Mode::KvsAll => "kvsall".to_string(),
             Mode::NegSample { neg_ratio } => format!("negsample({neg_ratio})"),
+            other => other.name().to_string(),
         };
         println!(
             "{:<22} {:<14} {:>4} {:>6} {:>6} {:>10.2} {:>16.0} {:>9.2}",

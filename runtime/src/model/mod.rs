@@ -8,10 +8,12 @@
 //!
 //! [`ShardedTable`]: crate::ShardedTable
 
+mod all_entities;
 #[doc(hidden)]
 pub mod host;
 mod id_lists;
 mod rank;
+mod regularize;
 mod relations;
 mod scoring;
 mod settings;
@@ -20,6 +22,7 @@ mod train;
 
 pub use id_lists::IdLists;
 pub use rank::{Direction, RankQueries};
+pub use regularize::{Regularization, Regularizer};
 pub use scoring::{
     DefineContext, DeviceRows, DeviceTriples, HostGradient, ScoreKernel, ScoreKernels, ScoreLaunch,
     ScoringFunction, check_dim, kernel_source, relation_dim,
@@ -28,4 +31,4 @@ pub use settings::{
     DEFAULT_LR, InitScheme, ModelDefaults, ModelSettings, ModelSpec, OptimizerSettings,
 };
 pub use sharded_model::ShardedModel;
-pub use train::{StepReport, TrainBatch};
+pub use train::{EntityLoss, StepReport, TrainBatch};

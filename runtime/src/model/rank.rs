@@ -5,8 +5,8 @@
 //! Ties count half: the rank is `1 + better + tied / 2`, the mean of the optimistic and the
 //! pessimistic rank. A non-finite true score ranks last.
 
-use rowshard_kernels::dense_set::TableBlock;
-use rowshard_kernels::kernels::dense::DenseMode;
+use rowshard_kernels::dense_set::{TableBlock, combine_counts};
+use rowshard_kernels::kernels::dense::ScoreEpilogue;
 
 use super::id_lists::IdLists;
 use super::scoring::ScoringFunction;
@@ -82,50 +82,32 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         for part in self.comm.all_gather(&to_bytes(&q.filters.encode()))? {
             filters.extend_encoded(&from_bytes::<u32>(&part));
         }
-        // scores[e * total + b]: query b against local row e.
-        let scores = if q.direction == Direction::Tail && self.dense.is_some() {
-            self.dense_scores(q, total)?
-        } else {
-            self.triple_scores(q, total)?
-        };
-
         let partition = self.entities.partition();
-        let local = partition.local_rows(rank);
-        let mut truth = vec![0.0f32; total];
-        for (b, &answer) in answers.iter().enumerate() {
-            let (owner, l) = partition.locate(answer);
-            if owner == rank {
-                truth[b] = scores[l as usize * total + b];
-            }
-        }
-        self.comm.all_reduce_sum(&mut truth)?;
-        let mut tally = vec![0u64; 2 * total];
-        let mut skip = Vec::new();
-        for b in 0..total {
-            skip.clear();
-            for &id in filters.get(b).iter().chain(std::iter::once(&answers[b])) {
-                let (owner, l) = partition.locate(id);
-                if owner == rank {
-                    skip.push(l as usize);
-                }
-            }
-            skip.sort_unstable();
-            let t = truth[b];
-            let (mut better, mut tied) = (0u64, 0u64);
-            for e in 0..local {
-                if skip.binary_search(&e).is_ok() {
-                    continue;
-                }
-                let s = scores[e * total + b];
-                if !t.is_finite() || s > t {
-                    better += 1;
-                } else if s == t {
-                    tied += 1;
-                }
-            }
-            tally[b] = better;
-            tally[total + b] = tied;
-        }
+        // The entities to leave out of each query's count: its filter and its answer.
+        let skip: Vec<Vec<u32>> = answers
+            .iter()
+            .enumerate()
+            .map(|(b, answer)| {
+                let mut mine: Vec<u32> = filters
+                    .get(b)
+                    .iter()
+                    .chain(std::iter::once(answer))
+                    .filter_map(|&id| {
+                        let (owner, l) = partition.locate(id);
+                        (owner == rank).then_some(l)
+                    })
+                    .collect();
+                mine.sort_unstable();
+                mine.dedup();
+                mine
+            })
+            .collect();
+        let tally = if q.direction == Direction::Tail && self.dense.is_some() {
+            self.dense_tally(q, total, &answers, &skip)?
+        } else {
+            let scores = self.triple_scores(q, total)?;
+            self.host_tally(&scores, total, &answers, &skip)?
+        };
         let mut sums = vec![0u64; 2 * total];
         for part in self.comm.all_gather(&to_bytes(&tally))? {
             for (s, v) in sums.iter_mut().zip(from_bytes::<u64>(&part)) {
@@ -137,9 +119,65 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             .collect())
     }
 
-    /// Scores by the query kernel and a dense product with the shard (tail prediction with a
-    /// score linear in the tail).
-    fn dense_scores(&self, q: &RankQueries, total: usize) -> Result<Vec<f32>, ShardError> {
+    /// The score of each query's answer, from the rank that holds it (`score(l, b)` reads this
+    /// rank's scores), on every rank.
+    fn truth(
+        &self,
+        answers: &[u32],
+        score: impl Fn(usize, usize) -> f32,
+    ) -> Result<Vec<f32>, ShardError> {
+        let rank = self.comm.rank();
+        let partition = self.entities.partition();
+        let mut truth = vec![0.0f32; answers.len()];
+        for (b, &answer) in answers.iter().enumerate() {
+            let (owner, l) = partition.locate(answer);
+            if owner == rank {
+                truth[b] = score(l as usize, b);
+            }
+        }
+        self.comm.all_reduce_sum(&mut truth)?;
+        Ok(truth)
+    }
+
+    /// `(better…, tied…)` counts of this rank's shard: entities scoring above, and level with,
+    /// each query's true answer, leaving out `skip` (local rows). Everything counts as better
+    /// than a non-finite true score.
+    fn adjust_tally(
+        tally: &mut [u64],
+        local: usize,
+        truth: &[f32],
+        skip: &[Vec<u32>],
+        score: impl Fn(usize, usize) -> f32,
+    ) {
+        let total = truth.len();
+        for b in 0..total {
+            let t = truth[b];
+            if !t.is_finite() {
+                tally[b] = (local - skip[b].len()) as u64;
+                tally[total + b] = 0;
+                continue;
+            }
+            for &l in &skip[b] {
+                let s = score(l as usize, b);
+                if s > t {
+                    tally[b] -= 1;
+                } else if s == t {
+                    tally[total + b] -= 1;
+                }
+            }
+        }
+    }
+
+    /// The tally of tail queries by the query kernel and the dense kernels: the scores stay on
+    /// the device, where they are counted; only the answers' and the filtered entities' scores
+    /// are read.
+    fn dense_tally(
+        &self,
+        q: &RankQueries,
+        total: usize,
+        answers: &[u32],
+        skip: &[Vec<u32>],
+    ) -> Result<Vec<u64>, ShardError> {
         let n = q.anchors.len();
         let dim = self.spec.settings.dim;
         let dense = self.dense.as_ref().expect("checked");
@@ -158,10 +196,10 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             all.extend(from_bytes::<f32>(&part));
         }
         let local = self.entities.partition().local_rows(self.comm.rank());
-        let client = self.kernels.client();
-        let queries = client.create(cubecl::bytes::Bytes::from_elems(all));
-        let out = client.empty((local * total).max(1) * 4);
-        let losses = dense.loss_buffer(local.max(1));
+        let queries = dense.upload_queries(&all, total);
+        let padded = queries.padded;
+        let out = dense.score_buffer(local, &queries);
+        let stats = dense.stats_buffer(ScoreEpilogue::Scores, local, &queries);
         let block = TableBlock {
             table: &self.entities.shard().buffers().weights,
             table_len: local * dim,
@@ -170,14 +208,68 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         };
         dense.scores(
             &queries,
-            total,
             &block,
             &out,
-            &losses,
+            &stats,
+            ScoreEpilogue::Scores,
             1.0,
-            DenseMode::Scores,
+            0.0,
         );
-        Ok(self.kernels.read(out, local * total)?)
+        // Zero-copy on the cpu runtime: only the answers' and filtered entities' scores are read.
+        let bytes = rowshard_kernels::wait::read_one(dense.client(), out.clone())?;
+        let scores: std::borrow::Cow<[f32]> = match bytemuck::try_cast_slice(&bytes) {
+            Ok(values) => std::borrow::Cow::Borrowed(values),
+            Err(_) => std::borrow::Cow::Owned(bytemuck::pod_collect_to_vec(&bytes)),
+        };
+        let score = |l: usize, b: usize| scores[queries.index(local, l, b)];
+        let truth = self.truth(answers, score)?;
+        let mut tally = vec![0u64; 2 * total];
+        if local > 0 {
+            let mut truth_padded = truth.clone();
+            truth_padded.resize(padded, 0.0);
+            let truth_handle = dense
+                .client()
+                .create(cubecl::bytes::Bytes::from_elems(truth_padded));
+            let counts = dense.count_buffer(local, &queries);
+            dense.count_better(&out, local, &queries, &truth_handle, &counts);
+            let counts = dense.read(counts, dense.count_len(local, &queries))?;
+            for (b, [better, tied]) in combine_counts(&counts, padded, total)
+                .into_iter()
+                .enumerate()
+            {
+                tally[b] = better;
+                tally[total + b] = tied;
+            }
+        }
+        Self::adjust_tally(&mut tally, local, &truth, skip, score);
+        Ok(tally)
+    }
+
+    /// The tally of scores computed any other way (`scores[e * total + b]`), counted on the host.
+    fn host_tally(
+        &self,
+        scores: &[f32],
+        total: usize,
+        answers: &[u32],
+        skip: &[Vec<u32>],
+    ) -> Result<Vec<u64>, ShardError> {
+        let local = self.entities.partition().local_rows(self.comm.rank());
+        let score = |l: usize, b: usize| scores[l * total + b];
+        let truth = self.truth(answers, score)?;
+        let mut tally = vec![0u64; 2 * total];
+        for b in 0..total {
+            let t = truth[b];
+            for e in 0..local {
+                let s = scores[e * total + b];
+                if s > t {
+                    tally[b] += 1;
+                } else if s == t {
+                    tally[total + b] += 1;
+                }
+            }
+        }
+        Self::adjust_tally(&mut tally, local, &truth, skip, score);
+        Ok(tally)
     }
 
     /// Scores by the forward kernel over every (query, local entity) triple: any scoring

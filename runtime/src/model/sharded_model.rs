@@ -4,6 +4,7 @@
 use cubecl::prelude::Client;
 use rowshard_kernels::{DType, DenseKernels, KernelError, LocalTable};
 
+use super::regularize::Regularization;
 use super::scoring::{DeviceRows, ScoreKernels, ScoringFunction, check_dim, relation_dim};
 use super::settings::ModelSpec;
 use crate::agree::{agree_on, agree_on_input};
@@ -25,6 +26,8 @@ pub struct ShardedModel<'c, S: ScoringFunction> {
     /// The dense scoring kernels (scores linear in the tail only).
     pub(super) dense: Option<DenseKernels>,
     pub(super) relation_dim: usize,
+    /// The regularisers of the rows a step uses.
+    pub(super) regularization: Regularization,
 }
 
 /// The seed of the relation table, apart from the entity table's.
@@ -99,6 +102,7 @@ impl<'c, S: ScoringFunction> ShardedModel<'c, S> {
             kernels: ScoreKernels::new(client, dim, DType::F32, s.dtype)?,
             dense: None,
             relation_dim: rdim,
+            regularization: Regularization::default(),
         };
         model.entities.set_seed(spec.seed as u32);
         if S::TAIL_LINEAR.is_ok() {
@@ -149,6 +153,17 @@ impl<'c, S: ScoringFunction> ShardedModel<'c, S> {
                 .dense
                 .as_ref()
                 .map_or(std::time::Duration::ZERO, |d| d.jit_time())
+    }
+
+    /// Regularises the rows of every later step that scores against every entity (KvsAll,
+    /// 1vsAll); call it on every rank.
+    pub fn set_regularization(&mut self, regularization: Regularization) {
+        self.regularization = regularization;
+    }
+
+    /// The regularisers of the rows a step uses.
+    pub fn regularization(&self) -> Regularization {
+        self.regularization
     }
 
     /// Sets both tables' learning rates (a schedule); call it on every rank.

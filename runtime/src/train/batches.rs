@@ -1,5 +1,5 @@
-//! What a training epoch is made of: KvsAll queries with their labels, or triples with sampled
-//! negatives; shuffled per epoch from the seed, and split between ranks.
+//! What a training epoch is made of: queries with their labels (KvsAll, 1vsAll), or triples
+//! with sampled negatives; shuffled per epoch from the seed, and split between ranks.
 //!
 //! Every rank derives the same global batches from the seed, then takes its own slice, and
 //! negatives are drawn from a counter-based generator keyed by (seed, epoch, triple, draw): the
@@ -9,10 +9,10 @@ use crate::data::{Dataset, Triple};
 use crate::init::SplitMix64;
 use crate::model::IdLists;
 
-/// KvsAll's training set: each distinct `(head, relation)` of the training triples — with a
-/// reciprocal `(t, r⁻¹, h)` added for each, `r⁻¹ = r + relations` — and its true tails.
+/// The queries of an epoch that scores against every entity, with their true tails. Each
+/// training triple `(h, r, t)` comes with its reciprocal `(t, r⁻¹, h)`, `r⁻¹ = r + relations`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct KvsAllSet {
+pub struct QuerySet {
     /// The queries' heads.
     pub heads: Vec<u32>,
     /// The queries' relations.
@@ -21,16 +21,17 @@ pub struct KvsAllSet {
     pub labels: IdLists,
 }
 
-impl KvsAllSet {
-    /// The queries of `triples` with reciprocals (`relations` relations before doubling).
-    pub fn new(triples: &[Triple], relations: u32) -> Self {
+impl QuerySet {
+    /// KvsAll: each distinct `(head, relation)` of `triples` and their reciprocals, with all its
+    /// true tails (`relations` relations before doubling).
+    pub fn kvsall(triples: &[Triple], relations: u32) -> Self {
         let mut pairs: Vec<(u32, u32, u32)> = triples
             .iter()
             .flat_map(|&[h, r, t]| [(h, r, t), (t, r + relations, h)])
             .collect();
         pairs.sort_unstable();
         pairs.dedup();
-        let mut set = KvsAllSet {
+        let mut set = QuerySet {
             heads: Vec::new(),
             relations: Vec::new(),
             labels: IdLists::new(),
@@ -46,6 +47,24 @@ impl KvsAllSet {
                 set.relations.push(r);
                 set.labels.push(&tails);
                 tails.clear();
+            }
+        }
+        set
+    }
+
+    /// 1vsAll: every triple of `triples` and its reciprocal, each a query with its one true
+    /// tail (`relations` relations before doubling), in file order: `(h, r)` then `(t, r⁻¹)`.
+    pub fn one_vs_all(triples: &[Triple], relations: u32) -> Self {
+        let mut set = QuerySet {
+            heads: Vec::with_capacity(2 * triples.len()),
+            relations: Vec::with_capacity(2 * triples.len()),
+            labels: IdLists::new(),
+        };
+        for &[h, r, t] in triples {
+            for (head, relation, tail) in [(h, r, t), (t, r + relations, h)] {
+                set.heads.push(head);
+                set.relations.push(relation);
+                set.labels.push(&[tail]);
             }
         }
         set
@@ -166,7 +185,7 @@ mod tests {
 
     #[test]
     fn kvsall_queries_group_tails_with_reciprocals() {
-        let set = KvsAllSet::new(&[[0, 0, 1], [0, 0, 2], [2, 1, 0]], 2);
+        let set = QuerySet::kvsall(&[[0, 0, 1], [0, 0, 2], [2, 1, 0]], 2);
         let queries: Vec<(u32, u32, Vec<u32>)> = (0..set.len())
             .map(|i| (set.heads[i], set.relations[i], set.labels.get(i).to_vec()))
             .collect();
@@ -178,6 +197,25 @@ mod tests {
                 (1, 2, vec![0]),
                 (2, 1, vec![0]),
                 (2, 2, vec![0]),
+            ]
+        );
+    }
+
+    #[test]
+    fn one_vs_all_queries_are_every_triple_and_its_reciprocal() {
+        let set = QuerySet::one_vs_all(&[[0, 0, 1], [0, 0, 1], [2, 1, 0]], 2);
+        let queries: Vec<(u32, u32, Vec<u32>)> = (0..set.len())
+            .map(|i| (set.heads[i], set.relations[i], set.labels.get(i).to_vec()))
+            .collect();
+        assert_eq!(
+            queries,
+            vec![
+                (0, 0, vec![1]),
+                (1, 2, vec![0]),
+                (0, 0, vec![1]),
+                (1, 2, vec![0]),
+                (2, 1, vec![0]),
+                (0, 3, vec![2]),
             ]
         );
     }

@@ -1,23 +1,27 @@
-//! Training and evaluating a sharded model on a knowledge graph: epochs of KvsAll or
+//! Training and evaluating a sharded model on a knowledge graph: epochs of KvsAll, 1vsAll or
 //! negative-sampling steps, learning-rate schedules, filtered metrics. Every function here is a
 //! collective: each rank runs it with the same data set and configuration.
 
 pub mod batches;
 pub mod eval;
 
-use batches::{KvsAllSet, NegativeBatch, batches, share, shuffled};
+use batches::{NegativeBatch, QuerySet, batches, share, shuffled};
 pub use eval::{Filters, Metrics, evaluate};
 
 use crate::data::{Dataset, Split};
 use crate::error::ShardError;
-use crate::model::{ScoringFunction, ShardedModel, TrainBatch};
+use crate::model::{EntityLoss, ScoringFunction, ShardedModel, TrainBatch};
 
 /// How a step scores.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Mode {
-    /// Every distinct `(h, r)` against every entity, with reciprocal relations (needs a score
-    /// linear in the tail).
+    /// Every distinct `(h, r)` against every entity, with all its true tails; reciprocal
+    /// relations (needs a score linear in the tail).
     KvsAll,
+    /// Every training triple `(h, r, t)` and its reciprocal against every entity, each with its
+    /// one true tail (Lacroix et al., 2018); reciprocal relations (needs a score linear in the
+    /// tail).
+    OneVsAll,
     /// Each training triple and `neg_ratio` corruptions of it (head or tail, uniform).
     NegSample {
         /// Corruptions per true triple.
@@ -28,12 +32,54 @@ pub enum Mode {
 impl Mode {
     /// Whether the model has reciprocal relations (`r⁻¹ = r + relations`).
     pub fn reciprocal(self) -> bool {
-        self == Mode::KvsAll
+        matches!(self, Mode::KvsAll | Mode::OneVsAll)
+    }
+
+    /// Whether a step scores its queries against every entity.
+    pub fn all_entities(self) -> bool {
+        self.reciprocal()
+    }
+
+    /// Lower-case name (the CLI's, the checkpoints').
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::KvsAll => "kvsall",
+            Mode::OneVsAll => "1vsall",
+            Mode::NegSample { .. } => "negsample",
+        }
     }
 
     /// The relation rows a model trained this way needs for `data`.
     pub fn model_relations(self, data: &Dataset) -> usize {
         data.relations.len() * if self.reciprocal() { 2 } else { 1 }
+    }
+}
+
+/// The loss of a mode that scores against every entity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loss {
+    /// Binary cross-entropy on every (query, entity) logit.
+    BinaryCrossEntropy,
+    /// Softmax cross-entropy over all entities.
+    SoftmaxCrossEntropy,
+}
+
+impl Loss {
+    /// The loss a mode gets when none is asked for: the softmax for 1vsAll (its one true tail is
+    /// a class), binary cross-entropy otherwise.
+    pub fn default_for(mode: Mode) -> Self {
+        match mode {
+            Mode::OneVsAll => Loss::SoftmaxCrossEntropy,
+            _ => Loss::BinaryCrossEntropy,
+        }
+    }
+
+    /// With label smoothing `smoothing`.
+    pub fn with_smoothing(self, smoothing: f32) -> EntityLoss {
+        match self {
+            Loss::BinaryCrossEntropy => EntityLoss::BinaryCrossEntropy { smoothing },
+            Loss::SoftmaxCrossEntropy => EntityLoss::SoftmaxCrossEntropy { smoothing },
+        }
     }
 }
 
@@ -67,8 +113,10 @@ impl LrSchedule {
 /// How to train.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrainConfig {
-    /// KvsAll or negative sampling.
+    /// KvsAll, 1vsAll or negative sampling.
     pub mode: Mode,
+    /// The loss of KvsAll and 1vsAll steps (negative sampling: binary cross-entropy).
+    pub loss: Loss,
     /// Epochs to run.
     pub epochs: usize,
     /// Global batch: KvsAll queries or true triples per step, over all ranks.
@@ -88,6 +136,7 @@ impl Default for TrainConfig {
     fn default() -> Self {
         Self {
             mode: Mode::KvsAll,
+            loss: Loss::BinaryCrossEntropy,
             epochs: 256,
             batch_size: 1024,
             seed: 1,
@@ -107,7 +156,7 @@ pub struct EpochReport {
     pub loss: f64,
     /// Steps taken.
     pub steps: usize,
-    /// Training examples (KvsAll queries or scored triples) in the epoch.
+    /// Training examples (queries or true triples) in the epoch.
     pub examples: u64,
     /// Wall time of the epoch.
     pub seconds: f64,
@@ -136,7 +185,7 @@ impl Progress for Silent {}
 pub struct Trainer<'d> {
     data: &'d Dataset,
     config: TrainConfig,
-    kvsall: Option<KvsAllSet>,
+    queries: Option<QuerySet>,
     /// Base learning rates the schedule scales.
     base_lr: Option<(f64, f64)>,
     /// Epochs finished.
@@ -146,12 +195,16 @@ pub struct Trainer<'d> {
 impl<'d> Trainer<'d> {
     /// A trainer at epoch 0.
     pub fn new(data: &'d Dataset, config: TrainConfig) -> Self {
-        let kvsall = (config.mode == Mode::KvsAll)
-            .then(|| KvsAllSet::new(&data.train, data.relations.len() as u32));
+        let relations = data.relations.len() as u32;
+        let queries = match config.mode {
+            Mode::KvsAll => Some(QuerySet::kvsall(&data.train, relations)),
+            Mode::OneVsAll => Some(QuerySet::one_vs_all(&data.train, relations)),
+            Mode::NegSample { .. } => None,
+        };
         Self {
             data,
             config,
-            kvsall,
+            queries,
             base_lr: None,
             epochs_done: 0,
         }
@@ -162,9 +215,9 @@ impl<'d> Trainer<'d> {
         &self.config
     }
 
-    /// Training examples per epoch: KvsAll queries or true triples.
+    /// Training examples per epoch: queries (KvsAll, 1vsAll) or true triples.
     pub fn examples_per_epoch(&self) -> usize {
-        match &self.kvsall {
+        match &self.queries {
             Some(set) => set.len(),
             None => self.data.train.len(),
         }
@@ -198,7 +251,7 @@ impl<'d> Trainer<'d> {
         for (step, range) in batches(order.len(), c.batch_size).enumerate() {
             let global = &order[range];
             let mine = &global[share(global.len(), rank, world)];
-            let report = match (&self.kvsall, c.mode) {
+            let report = match (&self.queries, c.mode) {
                 (Some(set), _) => {
                     let heads: Vec<u32> = mine.iter().map(|&i| set.heads[i as usize]).collect();
                     let relations: Vec<u32> =
@@ -206,11 +259,11 @@ impl<'d> Trainer<'d> {
                     let lists: Vec<&[u32]> =
                         mine.iter().map(|&i| set.labels.get(i as usize)).collect();
                     let labels = crate::model::IdLists::from_lists(&lists);
-                    model.train_step(&TrainBatch::KvsAll {
+                    model.train_step(&TrainBatch::AllEntities {
                         heads: &heads,
                         relations: &relations,
                         labels: &labels,
-                        smoothing: c.label_smoothing,
+                        loss: c.loss.with_smoothing(c.label_smoothing),
                     })?
                 }
                 (None, Mode::NegSample { neg_ratio }) => {
@@ -229,7 +282,7 @@ impl<'d> Trainer<'d> {
                         targets: &b.targets,
                     })?
                 }
-                (None, Mode::KvsAll) => unreachable!("KvsAll builds its query set"),
+                (None, _) => unreachable!("KvsAll and 1vsAll build their query sets"),
             };
             loss += report.loss;
             examples += report.examples;

@@ -1,0 +1,255 @@
+//! The dense products alone — scores, table gradient, query gradient — with and without their
+//! losses, at the shapes training and evaluation run them: one rank's shard of FB15k-237 (1,024
+//! queries × 7,253 rows, dim 128 and 256) and of UMLS. Reported as GFLOP/s (2 · dim flops per
+//! query–row pair and product), for comparison with torch's f32 matmul at the same shapes
+//! (`benches/peers/torch_dense.py`).
+
+use std::time::{Duration, Instant};
+
+use cubecl::server::Handle;
+use rowshard::init::SplitMix64;
+use rowshard_kernels::dense_set::{DeviceQueries, TableBlock};
+use rowshard_kernels::kernels::dense::ScoreEpilogue;
+use rowshard_kernels::{Backend, DType, DenseKernels, KernelError};
+
+/// A shape: queries × table rows × dim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DenseShape {
+    /// What the shape is.
+    pub label: &'static str,
+    /// Queries.
+    pub queries: usize,
+    /// Table rows (one rank's shard).
+    pub rows: usize,
+    /// Row length.
+    pub dim: usize,
+}
+
+/// The shapes `rowshard bench-kernels` measures.
+pub const SHAPES: [DenseShape; 3] = [
+    DenseShape {
+        label: "FB15k-237 shard",
+        queries: 1024,
+        rows: 7253,
+        dim: 128,
+    },
+    DenseShape {
+        label: "FB15k-237 shard",
+        queries: 1024,
+        rows: 7253,
+        dim: 256,
+    },
+    DenseShape {
+        label: "UMLS shard",
+        queries: 512,
+        rows: 68,
+        dim: 32,
+    },
+];
+
+/// One measured kernel (or chain of kernels).
+#[derive(Clone, Debug)]
+pub struct DenseFigure {
+    /// The shape.
+    pub shape: DenseShape,
+    /// Table dtype.
+    pub dtype: DType,
+    /// What ran.
+    pub what: &'static str,
+    /// Dense products it contains (each 2 · dim flops per pair).
+    pub products: usize,
+    /// Median time.
+    pub time: Duration,
+}
+
+impl DenseFigure {
+    /// Effective GFLOP/s: 2 · dim flops per query–row pair and product.
+    pub fn gflops(&self) -> f64 {
+        let s = self.shape;
+        (2 * s.dim * s.queries * s.rows * self.products) as f64 / self.time.as_secs_f64() / 1e9
+    }
+}
+
+/// One figure to time: what it is, how many products it counts, and the launches.
+type Case<'a> = (&'static str, usize, Box<dyn Fn() + 'a>);
+
+/// True entities per query in the benchmark's labels (FB15k-237 KvsAll: 3.7 on average).
+const LABELS_PER_QUERY: usize = 4;
+
+/// Measures every figure for `shapes` and `dtypes` on `backend`: `repeats` rounds over the
+/// figures of a shape (after one untimed round), each reported from its median round.
+pub fn run(
+    backend: Backend,
+    shapes: &[DenseShape],
+    dtypes: &[DType],
+    repeats: usize,
+) -> Result<Vec<DenseFigure>, KernelError> {
+    let client = backend.client()?;
+    let mut figures = Vec::new();
+    for &shape in shapes {
+        for &dtype in dtypes {
+            match measure(&client, shape, dtype, repeats) {
+                Ok(f) => figures.extend(f),
+                Err(KernelError::UnsupportedDType { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(figures)
+}
+
+fn measure(
+    client: &cubecl::prelude::Client,
+    shape: DenseShape,
+    dtype: DType,
+    repeats: usize,
+) -> Result<Vec<DenseFigure>, KernelError> {
+    let DenseShape {
+        queries: n,
+        rows,
+        dim,
+        ..
+    } = shape;
+    let kernels = DenseKernels::new(client, dtype, dim)?;
+    let mut rng = SplitMix64::new(7);
+    let mut uniform = |len: usize, scale: f32| -> Vec<f32> {
+        (0..len).map(|_| (rng.next_f32() - 0.5) * scale).collect()
+    };
+    let q = kernels.upload_queries(&uniform(n * dim, 0.5), n);
+    let table = client.create(cubecl::bytes::Bytes::from_bytes_vec(
+        dtype.encode(&uniform(rows * dim, 0.5)),
+    ));
+    let block = TableBlock {
+        table: &table,
+        table_len: rows * dim,
+        first: 0,
+        rows,
+    };
+    let label_rows: Vec<u32> = (0..n * LABELS_PER_QUERY)
+        .map(|i| ((i * 7919) % rows) as u32)
+        .collect();
+    let label_queries: Vec<u32> = (0..n * LABELS_PER_QUERY)
+        .map(|i| (i / LABELS_PER_QUERY) as u32)
+        .collect();
+    let mut pairs: Vec<(u32, u32)> = label_rows.into_iter().zip(label_queries).collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    let (lr, lq): (Vec<u32>, Vec<u32>) = pairs.into_iter().unzip();
+    let labels = kernels.upload_labels(&lr, &lq, &vec![1.0; lr.len()]);
+    let label_loss = kernels.label_loss_buffer(&labels);
+    let out = kernels.score_buffer(rows, &q);
+    let lse = client.create(cubecl::bytes::Bytes::from_elems(vec![1.0f32; q.padded]));
+    let dw = client.empty(rows * dim * 4);
+    let dq = client.empty(n * dim * 4);
+    let counts = kernels.count_buffer(rows, &q);
+    let stats = |e| kernels.stats_buffer(e, rows, &q);
+    let (bce_stats, softmax_stats, score_stats) = (
+        stats(ScoreEpilogue::BinaryCrossEntropy),
+        stats(ScoreEpilogue::SoftmaxStats),
+        stats(ScoreEpilogue::Scores),
+    );
+    let sync = || rowshard_kernels::wait::sync(client).expect("sync");
+    let scores = |e: ScoreEpilogue, s: &Handle| kernels.scores(&q, &block, &out, s, e, 1e-6, 0.0);
+    let bce = || {
+        scores(ScoreEpilogue::BinaryCrossEntropy, &bce_stats);
+        kernels.label_corrections(&q, &block, &out, &labels, &label_loss, 1e-6);
+    };
+    let products = |q: &DeviceQueries| {
+        kernels.table_grad(q, &block, &out, &dw);
+        kernels.query_grad(&out, &block, q, &dq, false);
+    };
+    let cases: Vec<Case> = vec![
+        (
+            "scores",
+            1,
+            Box::new(|| scores(ScoreEpilogue::Scores, &score_stats)),
+        ),
+        ("scores + BCE (targets on the device)", 1, Box::new(bce)),
+        (
+            "scores + softmax CE (stats, gradient pass, targets)",
+            1,
+            Box::new(|| {
+                scores(ScoreEpilogue::SoftmaxStats, &softmax_stats);
+                kernels.softmax_grad(&out, rows, &q, &lse, 1e-3, 0.0);
+                kernels.label_corrections(&q, &block, &out, &labels, &label_loss, 1e-3);
+            }),
+        ),
+        (
+            "table gradient G·Q",
+            1,
+            Box::new(|| kernels.table_grad(&q, &block, &out, &dw)),
+        ),
+        (
+            "query gradient Gᵀ·W",
+            1,
+            Box::new(|| kernels.query_grad(&out, &block, &q, &dq, false)),
+        ),
+        (
+            "filtered ranking (scores + counts)",
+            1,
+            Box::new(|| {
+                scores(ScoreEpilogue::Scores, &score_stats);
+                kernels.count_better(&out, rows, &q, &lse, &counts);
+            }),
+        ),
+        (
+            "KvsAll step: BCE scores + both gradients",
+            3,
+            Box::new(|| {
+                bce();
+                products(&q);
+            }),
+        ),
+    ];
+    // Rounds over every case, interleaved, so a slow spell of the machine hits them alike.
+    let mut times = vec![Vec::with_capacity(repeats); cases.len()];
+    for round in 0..=repeats {
+        for (i, (_, _, f)) in cases.iter().enumerate() {
+            let start = Instant::now();
+            f();
+            sync();
+            if round > 0 {
+                times[i].push(start.elapsed());
+            }
+        }
+    }
+    Ok(cases
+        .iter()
+        .zip(times)
+        .map(|((what, products, _), mut t)| {
+            t.sort();
+            DenseFigure {
+                shape,
+                dtype,
+                what,
+                products: *products,
+                time: t[t.len() / 2],
+            }
+        })
+        .collect())
+}
+
+/// Prints the figures as a table.
+pub fn print(backend: Backend, repeats: usize, figures: &[DenseFigure]) {
+    println!(
+        "\ndense products on the {backend} runtime (median of {repeats}; GFLOP/s count 2·dim \
+         flops per query-row pair and product; compare benches/peers/torch_dense.py)"
+    );
+    println!(
+        "{:<16} {:>6} {:>6} {:>4} {:<5} {:<52} {:>9} {:>9}",
+        "shape", "queries", "rows", "dim", "dtype", "kernels", "ms", "GFLOP/s"
+    );
+    for f in figures {
+        println!(
+            "{:<16} {:>6} {:>6} {:>4} {:<5} {:<52} {:>9.2} {:>9.1}",
+            f.shape.label,
+            f.shape.queries,
+            f.shape.rows,
+            f.shape.dim,
+            f.dtype.name(),
+            f.what,
+            f.time.as_secs_f64() * 1e3,
+            f.gflops()
+        );
+    }
+}

@@ -1,0 +1,241 @@
+//! The arguments of `rowshard train`, each parsed and range-checked where it is read (on the
+//! command line and in recipes alike).
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use rowshard::model::{InitScheme, Regularizer};
+use rowshard::partition::PartitionScheme;
+use rowshard::train::LrSchedule;
+use rowshard_kernels::{Backend, DType};
+
+use crate::hyper::HyperArgs;
+
+/// Training modes on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    /// Every (head, relation) against every entity, with all its true tails; reciprocal
+    /// relations.
+    Kvsall,
+    /// Every triple and its reciprocal against every entity, with its one true tail.
+    #[value(name = "1vsall")]
+    OneVsAll,
+    /// Each triple and `--neg-ratio` corruptions of its head or tail.
+    Negsample,
+}
+
+/// Losses of the modes that score against every entity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LossArg {
+    /// Binary cross-entropy on every (query, entity) score.
+    Bce,
+    /// Softmax cross-entropy over all entities.
+    Ce,
+}
+
+/// How ranks are started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CommArg {
+    /// MPI when started by mpirun (and built with `--features mpi`), threads otherwise.
+    Auto,
+    /// `--ranks` threads of this process.
+    Threads,
+    /// The processes of the MPI job (`mpirun -np N rowshard train …`).
+    Mpi,
+}
+
+/// Arguments of `rowshard train`.
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    /// Folder with train.txt, valid.txt and test.txt: one triple per line, head, relation and
+    /// tail separated by tabs.
+    #[arg(long, default_value = "datasets/umls")]
+    pub dataset: PathBuf,
+    /// The model: distmult, complex, transe, transe-l2, rotate, qmult.
+    #[arg(long, default_value = "distmult")]
+    pub model: String,
+    /// Entity row length (default: the model's).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub dim: Option<u32>,
+    /// Weight dtype: f32, f16 or bf16 (default: the model's).
+    #[arg(long, value_parser = parse_dtype)]
+    pub dtype: Option<DType>,
+    /// Optimizer of both tables: any row of the optimizer table (default: the model's).
+    #[arg(long)]
+    pub optimizer: Option<String>,
+    /// Learning rate of both tables (default: the model's).
+    #[arg(long, value_parser = parse_non_negative)]
+    pub lr: Option<f64>,
+    /// Hyper-parameters by name, from the optimizer table.
+    #[command(flatten)]
+    pub hyper: HyperArgs,
+    /// Epochs (at most, with --patience).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    pub epochs: u32,
+    /// Global batch: queries (kvsall, 1vsall) or true triples (negsample) per step, over all
+    /// ranks.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch_size: u32,
+    /// Training mode (default: kvsall for scores linear in the tail, else negsample).
+    #[arg(long, value_enum)]
+    pub mode: Option<ModeArg>,
+    /// Loss of kvsall and 1vsall (default: bce for kvsall, ce for 1vsall).
+    #[arg(long, value_enum)]
+    pub loss: Option<LossArg>,
+    /// Corruptions per true triple (negsample).
+    #[arg(long, default_value_t = 4)]
+    pub neg_ratio: usize,
+    /// Label smoothing ε in [0, 1).
+    #[arg(long, default_value_t = 0.0, value_parser = parse_smoothing)]
+    pub label_smoothing: f32,
+    /// Regulariser of both tables' rows a step uses (kvsall, 1vsall): none, n3:WEIGHT,
+    /// l2:WEIGHT or l2:WEIGHT,weighted.
+    #[arg(long, value_parser = parse_regularizer)]
+    pub reg: Option<Regularizer>,
+    /// Regulariser of the entity rows (overrides --reg).
+    #[arg(long, value_parser = parse_regularizer)]
+    pub entity_reg: Option<Regularizer>,
+    /// Regulariser of the relation rows (overrides --reg).
+    #[arg(long, value_parser = parse_regularizer)]
+    pub relation_reg: Option<Regularizer>,
+    /// Learning-rate schedule: constant, cosine, or exp:GAMMA (per epoch).
+    #[arg(long, default_value = "constant", value_parser = parse_schedule)]
+    pub lr_schedule: LrSchedule,
+    /// Initialisation: normal:STD, uniform:BOUND, xavier or zeros (default: the model's).
+    #[arg(long, value_parser = parse_init)]
+    pub init: Option<InitScheme>,
+    /// Entity partition: even or round-robin.
+    #[arg(long, value_parser = parse_partition)]
+    pub partition: Option<PartitionScheme>,
+    /// Thread ranks (ignored under MPI, where the job's size counts).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    pub ranks: u32,
+    /// How ranks are started.
+    #[arg(long, value_enum, default_value_t = CommArg::Auto)]
+    pub comm: CommArg,
+    /// CubeCL runtime: cpu, wgpu or cuda.
+    #[arg(long, default_value = "cpu", value_parser = parse_backend)]
+    pub runtime: Backend,
+    /// Seed of initialisation, batch order and negatives.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Evaluate on valid every this many epochs (0: only at the end). With evaluations, the
+    /// final metrics are the best evaluated model's.
+    #[arg(long, default_value_t = 0)]
+    pub eval_every: usize,
+    /// Stop after this many evaluations without a gain in valid MRR of more than --min-delta
+    /// (0: never stop early; needs --eval-every).
+    #[arg(long, default_value_t = 0)]
+    pub patience: usize,
+    /// The smallest gain in valid MRR that counts for --patience.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_non_negative)]
+    pub min_delta: f64,
+    /// Write a checkpoint here at every evaluation and at the end.
+    #[arg(long)]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Resume from this checkpoint (a checkpoint folder, or a --checkpoint-dir: its latest).
+    #[arg(long)]
+    pub resume: Option<PathBuf>,
+    /// Write the metrics as JSON here: every evaluation (epoch, seconds of training, valid
+    /// metrics), the best epoch, and the final valid and test metrics.
+    #[arg(long)]
+    pub metrics_json: Option<PathBuf>,
+    /// Read flags from this recipe (a TOML file of `flag = value`; see recipes/); flags on the
+    /// command line override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Draw progress bars (default: when stderr is a terminal).
+    #[arg(long)]
+    pub progress: Option<bool>,
+}
+
+fn parse_dtype(s: &str) -> Result<DType, String> {
+    DType::from_name(s)
+        .ok_or_else(|| format!("unknown dtype `{s}`; expected one of: f32, f16, bf16"))
+}
+
+fn parse_backend(s: &str) -> Result<Backend, String> {
+    Backend::from_name(s)
+        .ok_or_else(|| format!("unknown runtime `{s}`; expected one of: cpu, wgpu, cuda"))
+}
+
+fn parse_non_negative(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("`{s}` is not a finite number ≥ 0")),
+    }
+}
+
+fn parse_smoothing(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(v) if (0.0..1.0).contains(&v) => Ok(v),
+        _ => Err(format!("`{s}` is not in [0, 1)")),
+    }
+}
+
+fn parse_regularizer(s: &str) -> Result<Regularizer, String> {
+    let bad = || {
+        format!(
+            "unknown regulariser `{s}`; expected none, n3:WEIGHT, l2:WEIGHT or l2:WEIGHT,weighted \
+             (WEIGHT ≥ 0)"
+        )
+    };
+    let weight = |w: &str| parse_non_negative(w).map_err(|_| bad());
+    match s.split_once(':') {
+        None if s == "none" => Ok(Regularizer::None),
+        Some(("n3", w)) => Ok(Regularizer::N3 { weight: weight(w)? }),
+        Some(("l2", rest)) => match rest.split_once(',') {
+            None => Ok(Regularizer::L2 {
+                weight: weight(rest)?,
+                weighted: false,
+            }),
+            Some((w, "weighted")) => Ok(Regularizer::L2 {
+                weight: weight(w)?,
+                weighted: true,
+            }),
+            Some(_) => Err(bad()),
+        },
+        _ => Err(bad()),
+    }
+}
+
+fn parse_schedule(s: &str) -> Result<LrSchedule, String> {
+    match s {
+        "constant" => Ok(LrSchedule::Constant),
+        "cosine" => Ok(LrSchedule::Cosine),
+        _ => match s.strip_prefix("exp:").map(str::parse::<f64>) {
+            Some(Ok(gamma)) if gamma > 0.0 && gamma <= 1.0 => Ok(LrSchedule::Exponential { gamma }),
+            _ => Err(format!(
+                "unknown schedule `{s}`; expected constant, cosine or exp:GAMMA with 0 < GAMMA ≤ 1"
+            )),
+        },
+    }
+}
+
+fn parse_init(s: &str) -> Result<InitScheme, String> {
+    let number = |x: &str| x.parse::<f64>().ok().filter(|v| *v > 0.0 && v.is_finite());
+    let bad = || {
+        format!("unknown initialisation `{s}`; expected normal:STD, uniform:BOUND, xavier or zeros")
+    };
+    match s.split_once(':') {
+        Some(("normal", x)) => number(x)
+            .map(|std| InitScheme::Normal { std })
+            .ok_or_else(bad),
+        Some(("uniform", x)) => number(x)
+            .map(|bound| InitScheme::Uniform { bound })
+            .ok_or_else(bad),
+        None if s == "xavier" => Ok(InitScheme::XavierNormal),
+        None if s == "zeros" => Ok(InitScheme::Zeros),
+        _ => Err(bad()),
+    }
+}
+
+fn parse_partition(s: &str) -> Result<PartitionScheme, String> {
+    match s {
+        "even" => Ok(PartitionScheme::Even),
+        "round-robin" => Ok(PartitionScheme::RoundRobin { block: 1 }),
+        _ => Err(format!(
+            "unknown partition `{s}`; expected even or round-robin"
+        )),
+    }
+}

@@ -1,0 +1,148 @@
+//! What a run is, decided once from the arguments: the model spec, the training configuration,
+//! the regularisers.
+
+use rowshard::data::Dataset;
+use rowshard::model::{
+    ModelDefaults, ModelSpec, OptimizerSettings, Regularization, ScoringFunction,
+};
+use rowshard::train::{EpochReport, Loss, Mode, TrainConfig};
+use rowshard_kernels::Optimizer;
+
+use super::args::{LossArg, ModeArg, TrainArgs};
+
+/// Everything a rank needs, decided once from the arguments.
+pub(super) struct Plan<'a> {
+    pub args: &'a TrainArgs,
+    pub data: &'a Dataset,
+    pub spec: ModelSpec,
+    pub config: TrainConfig,
+    pub regularization: Regularization,
+}
+
+impl<'a> Plan<'a> {
+    /// Checks the arguments against model `S` and the data set.
+    pub fn new<S: ScoringFunction + ModelDefaults>(
+        args: &'a TrainArgs,
+        data: &'a Dataset,
+    ) -> Result<Self, Box<dyn std::error::Error>> {
+        let name = args.model.to_ascii_lowercase();
+        let mode = match args.mode {
+            Some(arg @ (ModeArg::Kvsall | ModeArg::OneVsAll)) => {
+                let mode = if arg == ModeArg::Kvsall {
+                    Mode::KvsAll
+                } else {
+                    Mode::OneVsAll
+                };
+                if let Err(why) = S::TAIL_LINEAR {
+                    let label = if mode == Mode::KvsAll {
+                        "KvsAll"
+                    } else {
+                        "1vsAll"
+                    };
+                    return Err(format!(
+                        "{name} cannot train with {label}: its score is not linear in the tail \
+                         ({why}); use --mode negsample"
+                    )
+                    .into());
+                }
+                mode
+            }
+            Some(ModeArg::Negsample) => Mode::NegSample {
+                neg_ratio: args.neg_ratio,
+            },
+            None if S::TAIL_LINEAR.is_ok() => Mode::KvsAll,
+            None => Mode::NegSample {
+                neg_ratio: args.neg_ratio,
+            },
+        };
+        let mut settings = S::settings();
+        if let Some(dim) = args.dim {
+            rowshard::model::check_dim::<S>(dim as usize)?;
+            settings.dim = dim as usize;
+        }
+        if let Some(dtype) = args.dtype {
+            settings.dtype = dtype;
+        }
+        if let Some(opt) = &args.optimizer {
+            let optimizer = Optimizer::from_name(opt).ok_or_else(|| {
+                format!(
+                    "unknown optimizer `{opt}`; expected one of: {}",
+                    Optimizer::names().join(", ")
+                )
+            })?;
+            let lr = settings.entity.lr;
+            settings.entity = OptimizerSettings::new(optimizer).with_lr(lr);
+            settings.relation = OptimizerSettings::new(optimizer).with_lr(settings.relation.lr);
+        }
+        if let Some(lr) = args.lr {
+            settings.entity.set("lr", lr)?;
+            settings.relation.set("lr", lr)?;
+        }
+        for &(name, value) in &args.hyper.0 {
+            settings.entity.set(name, value)?;
+            settings.relation.set(name, value)?;
+        }
+        if let Some(init) = args.init {
+            settings.init = init;
+        }
+        if let Some(p) = &args.partition {
+            settings.partition = p.clone();
+        }
+        let regularization = Regularization {
+            entities: args.entity_reg.or(args.reg).unwrap_or_default(),
+            relations: args.relation_reg.or(args.reg).unwrap_or_default(),
+        };
+        let regularized =
+            !(regularization.entities.is_none() && regularization.relations.is_none());
+        if regularized && !mode.all_entities() {
+            return Err(
+                "--reg applies to kvsall and 1vsall; negsample trains without a regulariser".into(),
+            );
+        }
+        if args.patience > 0 && args.eval_every == 0 {
+            return Err("--patience needs --eval-every: evaluations to be patient with".into());
+        }
+        let loss = match (args.loss, mode) {
+            (None, _) => Loss::default_for(mode),
+            (Some(_), Mode::NegSample { .. }) => {
+                return Err(
+                    "--loss applies to kvsall and 1vsall; negsample trains with bce".into(),
+                );
+            }
+            (Some(LossArg::Bce), _) => Loss::BinaryCrossEntropy,
+            (Some(LossArg::Ce), _) => Loss::SoftmaxCrossEntropy,
+        };
+        Ok(Plan {
+            args,
+            data,
+            regularization,
+            spec: ModelSpec {
+                entities: data.entities.len(),
+                relations: mode.model_relations(data),
+                settings,
+                seed: args.seed,
+            },
+            config: TrainConfig {
+                mode,
+                loss,
+                epochs: args.epochs as usize,
+                batch_size: args.batch_size as usize,
+                seed: args.seed,
+                label_smoothing: args.label_smoothing,
+                schedule: args.lr_schedule,
+                eval_batch: 512,
+            },
+        })
+    }
+
+    /// `, N effective GFLOP/s` for an epoch that scores against every entity (6 · dim flops per
+    /// (query, entity) pair: scores, table gradient, query gradient), else nothing.
+    pub fn epoch_speed(&self, report: &EpochReport) -> String {
+        if !self.config.mode.all_entities() || report.seconds <= 0.0 {
+            return String::new();
+        }
+        let pairs = report.examples as f64 * self.spec.entities as f64;
+        let flops = 6.0 * self.spec.settings.dim as f64 * pairs;
+        format!(", {:.0} effective GFLOP/s", flops / report.seconds / 1e9)
+    }
+}

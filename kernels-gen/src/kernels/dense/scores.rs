@@ -1,0 +1,174 @@
+//! `S = W · Qᵀ` in register tiles, and the loss applied to each tile in vector lanes before it is
+//! stored: scores leave the registers once, already turned into what the next step needs.
+
+use cubecl::prelude::*;
+
+use super::tile::{MINUS_HUGE, Tile, lane_mask, lane_max, ln_1p_01, recip_1_2};
+
+/// What [`dense_scores()`] does with a tile of scores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScoreEpilogue {
+    /// Store the scores.
+    Scores,
+    /// Binary cross-entropy on the logits against target `off` everywhere: store
+    /// `scale · (σ(s) − off)` and add `softplus(s) − off · s` to the unit's loss lanes
+    /// (`stats[unit]`). The targets of the true entities are corrected afterwards
+    /// ([`super::labels::label_corrections()`]).
+    BinaryCrossEntropy,
+    /// Store the scores and keep, per query and row group, the running maximum, the sum of
+    /// `exp(s − max)` and the sum of `s` over the group's rows (`stats[(group · 3 + j) · padded
+    /// + v]`, `j` = 0, 1, 2): the pieces of a log-sum-exp combined across units and ranks.
+    SoftmaxStats,
+}
+
+/// Scores the queries against the table rows `first..first + rows`.
+///
+/// `queries_t` is `Qᵀ` panel by panel (see the module docs: vector `v` of panel `p` at
+/// coordinate `k` is `queries_t[(p · dim + k) · tile.vectors + v]`, zero past the real
+/// queries); `out` holds the block's `rows × padded` scores, panel by panel. The unit at
+/// `(x, y)` owns the rows of group `x` (`rows_per_unit` rows) and the panels of range `y`
+/// (`panels_per_unit` panels); it walks its row tiles, and for each every panel: a tile's
+/// table rows stay in the first-level cache while the panels stream past. Positions, not a
+/// division of `ABSOLUTE_POS`: with a division the `cpu` runtime's code ran at half the speed.
+#[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
+pub fn dense_scores<F: Float, N: Size>(
+    queries_t: &[Vector<f32, N>],
+    table: &[F],
+    out: &mut [Vector<f32, N>],
+    stats: &mut [Vector<f32, N>],
+    first: u32,
+    rows: u32,
+    dim: u32,
+    queries: u32,
+    rows_per_unit: u32,
+    panels_per_unit: u32,
+    scale: f32,
+    off: f32,
+    #[comptime] tile: Tile,
+    #[comptime] epilogue: ScoreEpilogue,
+) {
+    let tr = comptime!(tile.rows);
+    let tv = comptime!(tile.vectors);
+    let dim = dim as usize;
+    let n_rows = rows as usize;
+    let panels = (queries as usize).div_ceil(tv * N::value());
+    let qv = panels * tv;
+    let group = ABSOLUTE_POS_X as usize;
+    let begin = group * rows_per_unit as usize;
+    let end = min(begin + rows_per_unit as usize, n_rows);
+    let p_begin = ABSOLUTE_POS_Y as usize * panels_per_unit as usize;
+    let p_end = min(p_begin + panels_per_unit as usize, panels);
+    let zero = Vector::<f32, N>::new(0.0f32);
+    let one = Vector::<f32, N>::new(1.0f32);
+    let scale_v = Vector::<f32, N>::new(scale);
+    let off_v = Vector::<f32, N>::new(off);
+    let mut loss = zero;
+
+    if begin < end {
+        if comptime!(epilogue == ScoreEpilogue::SoftmaxStats) {
+            for v in p_begin * tv..p_end * tv {
+                let at = group * 3 * qv + v;
+                stats[at] = Vector::new(MINUS_HUGE);
+                stats[at + qv] = zero;
+                stats[at + 2 * qv] = zero;
+            }
+        }
+        let tiles = (end - begin).div_ceil(tr);
+        for t in 0..tiles {
+            let e0 = begin + t * tr;
+            let mut row = Array::<usize>::new(tr);
+            #[unroll]
+            for r in 0..tr {
+                row[r] = (first as usize + min(e0 + r, end - 1)) * dim;
+            }
+            for p in p_begin..p_end {
+                let panel = p * dim * tv;
+                let mut acc = Array::<Vector<f32, N>>::new(tr * tv);
+                #[unroll]
+                for i in 0..tr * tv {
+                    acc[i] = zero;
+                }
+                for k in 0..dim {
+                    let mut q = Array::<Vector<f32, N>>::new(tv);
+                    #[unroll]
+                    for v in 0..tv {
+                        q[v] = queries_t[panel + k * tv + v];
+                    }
+                    #[unroll]
+                    for r in 0..tr {
+                        let w = Vector::<f32, N>::new(f32::cast_from(table[row[r] + k]));
+                        #[unroll]
+                        for v in 0..tv {
+                            acc[r * tv + v] = fma(w, q[v], acc[r * tv + v]);
+                        }
+                    }
+                }
+
+                if comptime!(epilogue == ScoreEpilogue::SoftmaxStats) {
+                    #[unroll]
+                    for v in 0..tv {
+                        let at = group * 3 * qv + p * tv + v;
+                        let mut top = Vector::<f32, N>::new(MINUS_HUGE);
+                        #[unroll]
+                        for r in 0..tr {
+                            if e0 + r < end {
+                                top = lane_max::<N>(top, acc[r * tv + v]);
+                            }
+                        }
+                        let old = stats[at];
+                        let new = lane_max::<N>(old, top);
+                        let mut sum_exp = stats[at + qv] * Vector::exp(old - new);
+                        let mut sum = stats[at + 2 * qv];
+                        #[unroll]
+                        for r in 0..tr {
+                            if e0 + r < end {
+                                sum_exp += Vector::exp(acc[r * tv + v] - new);
+                                sum += acc[r * tv + v];
+                            }
+                        }
+                        stats[at] = new;
+                        stats[at + qv] = sum_exp;
+                        stats[at + 2 * qv] = sum;
+                    }
+                }
+
+                let mut mask = Array::<Vector<f32, N>>::new(tv);
+                if comptime!(epilogue == ScoreEpilogue::BinaryCrossEntropy) {
+                    #[unroll]
+                    for v in 0..tv {
+                        mask[v] = lane_mask::<N>(p * tv + v, queries);
+                    }
+                }
+                #[unroll]
+                for r in 0..tr {
+                    if e0 + r < end {
+                        #[unroll]
+                        for v in 0..tv {
+                            let s = acc[r * tv + v];
+                            let at = (p * n_rows + e0 + r) * tv + v;
+                            if comptime!(epilogue == ScoreEpilogue::BinaryCrossEntropy) {
+                                // With e = exp(−|s|) in (0, 1]: σ(s) = 1/(1+e) for s ≥ 0,
+                                // e/(1+e) below; softplus(s) = max(s, 0) + ln(1 + e). Stable
+                                // for any |s|. Padding lanes give 0.
+                                let e = Vector::exp(zero - Vector::abs(s));
+                                let inv = recip_1_2::<N>(one + e);
+                                let positive = s.greater_equal(&zero);
+                                let sigmoid = select_many(positive, inv, e * inv);
+                                out[at] = (sigmoid - off_v) * scale_v * mask[v];
+                                let softplus = select_many(positive, s, zero) + ln_1p_01::<N>(e);
+                                loss += (softplus - off_v * s) * mask[v];
+                            } else {
+                                out[at] = s;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    if comptime!(epilogue == ScoreEpilogue::BinaryCrossEntropy) {
+        stats[ABSOLUTE_POS] = loss;
+    }
+}

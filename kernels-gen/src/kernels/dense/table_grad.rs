@@ -1,0 +1,96 @@
+//! `∂W = G · Q`: the gradient of a block of table rows, in register tiles of rows × vectors of
+//! the row.
+
+use cubecl::prelude::*;
+
+use super::tile::Tile;
+
+/// `out[first + e] = Σ_b grads[e, b] · q_b` for the block rows `e` a unit owns.
+///
+/// `queries` is `Q` row-major (`row_vectors` vectors per query, `n_queries` queries); `grads`
+/// holds the block's `rows` rows panel by panel (`panel` queries per panel); `out` holds the
+/// whole shard's rows. The unit at `(x, y)` owns the rows of group `x` (`rows_per_unit` rows)
+/// and the panels (of `tile.vectors` row vectors) of range `y` (`panels_per_unit` panels).
+#[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
+pub fn dense_table_grad<N: Size>(
+    queries: &[Vector<f32, N>],
+    grads: &[f32],
+    out: &mut [Vector<f32, N>],
+    first: u32,
+    rows: u32,
+    row_vectors: u32,
+    n_queries: u32,
+    panel: u32,
+    rows_per_unit: u32,
+    panels_per_unit: u32,
+    #[comptime] tile: Tile,
+) {
+    let tr = comptime!(tile.rows);
+    let tv = comptime!(tile.vectors);
+    let dv = row_vectors as usize;
+    let n_rows = rows as usize;
+    let nq = n_queries as usize;
+    let panel = panel as usize;
+    let group = ABSOLUTE_POS_X as usize;
+    let begin = group * rows_per_unit as usize;
+    let end = min(begin + rows_per_unit as usize, n_rows);
+    let panels = dv.div_ceil(tv);
+    let p_begin = ABSOLUTE_POS_Y as usize * panels_per_unit as usize;
+    let p_end = min(p_begin + panels_per_unit as usize, panels);
+    if begin < end {
+        let tiles = (end - begin).div_ceil(tr);
+        for t in 0..tiles {
+            let e0 = begin + t * tr;
+            let mut row = Array::<usize>::new(tr);
+            #[unroll]
+            for r in 0..tr {
+                row[r] = min(e0 + r, end - 1) * panel;
+            }
+            for p in p_begin..p_end {
+                let k0 = p * tv;
+                let mut col = Array::<usize>::new(tv);
+                #[unroll]
+                for v in 0..tv {
+                    col[v] = min(k0 + v, dv - 1);
+                }
+                let mut acc = Array::<Vector<f32, N>>::new(tr * tv);
+                #[unroll]
+                for i in 0..tr * tv {
+                    acc[i] = Vector::new(0.0f32);
+                }
+                for qp in 0..nq.div_ceil(panel) {
+                    let b0 = qp * panel;
+                    let g0 = qp * n_rows * panel;
+                    for j in 0..min(panel, nq - b0) {
+                        let b = b0 + j;
+                        let mut q = Array::<Vector<f32, N>>::new(tv);
+                        #[unroll]
+                        for v in 0..tv {
+                            q[v] = queries[b * dv + col[v]];
+                        }
+                        #[unroll]
+                        for r in 0..tr {
+                            let g = Vector::<f32, N>::new(grads[g0 + row[r] + j]);
+                            #[unroll]
+                            for v in 0..tv {
+                                acc[r * tv + v] = fma(g, q[v], acc[r * tv + v]);
+                            }
+                        }
+                    }
+                }
+                #[unroll]
+                for r in 0..tr {
+                    if e0 + r < end {
+                        #[unroll]
+                        for v in 0..tv {
+                            if k0 + v < dv {
+                                out[(first as usize + e0 + r) * dv + k0 + v] = acc[r * tv + v];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

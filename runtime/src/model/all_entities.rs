@@ -1,0 +1,360 @@
+//! A step that scores queries against every entity — KvsAll and 1vsAll — model-parallel.
+//!
+//! Each rank maps its queries `(h, r)` through the query kernel to `q` (the score is `⟨q, t⟩`),
+//! every rank's `q` are gathered, and each rank scores all of them against its own shard with
+//! the dense kernels: the loss is fused into the score tiles, the true entities' targets are
+//! corrected on the device from the label lists, the shard's gradient stays local and the
+//! queries' gradient is all-reduced and sent back through the query's backward pass. With the
+//! softmax cross-entropy each rank first reduces its shard to a (max, Σ exp) per query, the ranks
+//! combine those into the log-sum-exp, and each computes its shard's gradient from it. No rank
+//! holds a whole score row or the whole table.
+
+use std::ops::Range;
+
+use cubecl::bytes::Bytes;
+use cubecl::server::Handle;
+use rowshard_kernels::dense_set::{DenseKernels, TableBlock, combine_softmax_stats};
+use rowshard_kernels::kernels::dense::ScoreEpilogue;
+
+use super::id_lists::IdLists;
+use super::scoring::ScoringFunction;
+use super::sharded_model::ShardedModel;
+use super::train::{EntityLoss, StepReport, length_error};
+use crate::agree::{agree_on_input, all_values, sum_f64};
+use crate::comm::{Communicator, from_bytes, to_bytes};
+use crate::error::{InputError, ShardError};
+use crate::partition::Partition;
+
+/// Scores (or their gradients) of at most this many (query, entity) pairs make one block.
+const BLOCK: usize = 1 << 24;
+
+/// The true entities of every query that lie in one rank's shard, per block of its rows: the
+/// label lists turned into what [`DenseKernels::label_corrections`] reads.
+struct BlockLabels {
+    /// Block-relative row of each label.
+    rows: Vec<u32>,
+    /// Query of each label.
+    queries: Vec<u32>,
+    /// `y − off` of each label.
+    excess: Vec<f32>,
+}
+
+/// Splits every query's true entities (deduplicated) that `rank` owns into `blocks`; each label
+/// gets its target excess over `off`: `1 − ε` for binary cross-entropy, `(1 − ε) / |labels|`
+/// for the softmax.
+fn block_labels(
+    labels: &IdLists,
+    partition: &Partition,
+    rank: usize,
+    blocks: &[Range<usize>],
+    loss: EntityLoss,
+) -> Vec<BlockLabels> {
+    let keep = 1.0 - loss.smoothing();
+    let mut mine: Vec<(u32, u32, f32)> = Vec::new();
+    let mut ids = Vec::new();
+    for b in 0..labels.len() {
+        ids.clear();
+        ids.extend_from_slice(labels.get(b));
+        ids.sort_unstable();
+        ids.dedup();
+        let excess = match loss {
+            EntityLoss::BinaryCrossEntropy { .. } => keep,
+            EntityLoss::SoftmaxCrossEntropy { .. } => keep / ids.len() as f32,
+        };
+        for &id in &ids {
+            let (owner, local) = partition.locate(id);
+            if owner == rank {
+                mine.push((local, b as u32, excess));
+            }
+        }
+    }
+    mine.sort_unstable_by_key(|&(row, query, _)| (row, query));
+    let mut out: Vec<BlockLabels> = blocks
+        .iter()
+        .map(|_| BlockLabels {
+            rows: Vec::new(),
+            queries: Vec::new(),
+            excess: Vec::new(),
+        })
+        .collect();
+    let block_rows = blocks.first().map_or(1, |b| b.len().max(1));
+    for (row, query, excess) in mine {
+        let block = row as usize / block_rows;
+        let part = &mut out[block];
+        part.rows.push(row - blocks[block].start as u32);
+        part.queries.push(query);
+        part.excess.push(excess);
+    }
+    out
+}
+
+/// Per query, the log-sum-exp over every rank's shard from each rank's `(max, Σ exp(s − max))`,
+/// combined in rank order so every rank gets the same values.
+fn global_log_sum_exp(comm: &dyn Communicator, local: &[[f64; 3]]) -> Result<Vec<f64>, ShardError> {
+    let mine: Vec<f64> = local.iter().flat_map(|s| [s[0], s[1]]).collect();
+    let parts: Vec<Vec<f64>> = comm
+        .all_gather(&to_bytes(&mine))?
+        .iter()
+        .map(|p| from_bytes::<f64>(p))
+        .collect();
+    Ok((0..local.len())
+        .map(|b| {
+            let max = parts
+                .iter()
+                .map(|p| p[2 * b])
+                .fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = parts
+                .iter()
+                .map(|p| p[2 * b + 1] * (p[2 * b] - max).exp())
+                .sum();
+            max + sum.ln()
+        })
+        .collect())
+}
+
+/// The sum of the first `len` values of a buffer, in `f64`.
+fn read_sum(dense: &DenseKernels, handle: Handle, len: usize) -> Result<f64, ShardError> {
+    Ok(dense.read(handle, len)?.iter().map(|&x| x as f64).sum())
+}
+
+impl<S: ScoringFunction> ShardedModel<'_, S> {
+    /// One step of `loss` on this rank's queries against every entity. A collective.
+    pub(super) fn train_all_entities(
+        &mut self,
+        heads: &[u32],
+        relations: &[u32],
+        labels: &IdLists,
+        loss: EntityLoss,
+    ) -> Result<StepReport, ShardError> {
+        let n = heads.len();
+        let entities = self.spec.entities;
+        let smoothing = loss.smoothing();
+        let verdict = length_error(n, &[relations.len(), labels.len()])
+            .or_else(|| self.check_relations(relations))
+            .or_else(|| {
+                heads
+                    .iter()
+                    .chain(labels.all_ids())
+                    .find(|&&id| id as usize >= entities)
+                    .map(|&id| InputError::IdOutOfRange {
+                        id: id as u64,
+                        rows: entities as u64,
+                    })
+            })
+            .or_else(|| {
+                (!(0.0..1.0).contains(&smoothing)).then_some(InputError::Smoothing {
+                    value: smoothing.to_bits() as u64,
+                })
+            })
+            .or_else(|| match loss {
+                EntityLoss::SoftmaxCrossEntropy { .. } => (0..n)
+                    .find(|&b| labels.get(b).is_empty())
+                    .map(|b| InputError::NoLabels { position: b as u64 }),
+                EntityLoss::BinaryCrossEntropy { .. } => None,
+            });
+        agree_on_input(self.comm, verdict)?;
+        let Some(dense) = self.dense.clone() else {
+            let why = S::TAIL_LINEAR.err().unwrap_or_default();
+            return Err(ShardError::Unsupported(format!(
+                "training {} against every entity (KvsAll, 1vsAll): its score is not linear in \
+                 the tail ({why}); train it with negative sampling",
+                S::NAME
+            )));
+        };
+        let counts = all_values(self.comm, n as u64)?;
+        let total = counts.iter().sum::<u64>() as usize;
+        if total == 0 {
+            return Ok(StepReport {
+                loss: 0.0,
+                examples: 0,
+            });
+        }
+        let rank = self.comm.rank();
+        let offset = counts[..rank].iter().sum::<u64>() as usize;
+        let dim = self.spec.settings.dim;
+        let client = self.kernels.client().clone();
+
+        // This rank's queries, then everyone's.
+        let head_rows = self.entities.lookup(heads)?;
+        let ent = self.kernels.upload_f32(head_rows.clone());
+        let positions: Vec<u32> = (0..2 * n as u32).collect();
+        let rel = self.relation_rows();
+        let triples = self
+            .kernels
+            .upload_triples(&positions[..n], relations, &positions[..n]);
+        let q = self
+            .kernels
+            .read(self.kernels.query(&ent, &rel, &triples)?, n * dim)?;
+        let mut q_all = Vec::with_capacity(total * dim);
+        for part in self.comm.all_gather(&to_bytes(&q))? {
+            q_all.extend(from_bytes::<f32>(&part));
+        }
+        let mut labels_all = IdLists::new();
+        for part in self.comm.all_gather(&to_bytes(&labels.encode()))? {
+            labels_all.extend_encoded(&from_bytes::<u32>(&part));
+        }
+
+        // Every query against this rank's shard, in blocks of rows.
+        let partition = self.entities.partition().clone();
+        let local = partition.local_rows(rank);
+        let weights = self.entities.shard().buffers().weights.clone();
+        let queries = dense.upload_queries(&q_all, total);
+        let block_rows = (BLOCK / queries.padded).max(1);
+        let blocks: Vec<Range<usize>> = (0..local.div_ceil(block_rows))
+            .map(|i| i * block_rows..((i + 1) * block_rows).min(local))
+            .collect();
+        let targets = block_labels(&labels_all, &partition, rank, &blocks, loss);
+        let block = |range: &Range<usize>| TableBlock {
+            table: &weights,
+            table_len: local * dim,
+            first: range.start,
+            rows: range.len(),
+        };
+        let dw = client.empty((local * dim).max(1) * 4);
+        let dq = if blocks.is_empty() {
+            client.create(Bytes::from_elems(vec![0.0f32; total * dim]))
+        } else {
+            client.empty(total * dim * 4)
+        };
+        let off = smoothing / entities as f32;
+        // The step's loss on this rank, before the mean's scale.
+        let mut partial = 0.0f64;
+        let finish = |i: usize, range: &Range<usize>, grads: &Handle, scale: f32| {
+            let t = &targets[i];
+            let labels = dense.upload_labels(&t.rows, &t.queries, &t.excess);
+            let label_loss = dense.label_loss_buffer(&labels);
+            dense.label_corrections(&queries, &block(range), grads, &labels, &label_loss, scale);
+            dense.table_grad(&queries, &block(range), grads, &dw);
+            dense.query_grad(grads, &block(range), &queries, &dq, i > 0);
+            (label_loss, dense.label_loss_len(&labels))
+        };
+        let scale = match loss {
+            EntityLoss::BinaryCrossEntropy { .. } => {
+                let scale = (1.0 / (total as f64 * entities as f64)) as f32;
+                let epilogue = ScoreEpilogue::BinaryCrossEntropy;
+                let mut sums = Vec::new();
+                for (i, range) in blocks.iter().enumerate() {
+                    let grads = dense.score_buffer(range.len(), &queries);
+                    let stats = dense.stats_buffer(epilogue, range.len(), &queries);
+                    let stats_len = dense.stats_len(epilogue, range.len(), &queries);
+                    let b = block(range);
+                    dense.scores(&queries, &b, &grads, &stats, epilogue, scale, off);
+                    sums.push((stats, stats_len));
+                    sums.push(finish(i, range, &grads, scale));
+                }
+                for (handle, len) in sums {
+                    partial += read_sum(&dense, handle, len)?;
+                }
+                1.0 / (total as f64 * entities as f64)
+            }
+            EntityLoss::SoftmaxCrossEntropy { .. } => {
+                let scale = 1.0 / total as f32;
+                let epilogue = ScoreEpilogue::SoftmaxStats;
+                let mut scores = Vec::with_capacity(blocks.len());
+                let mut stats = Vec::new();
+                for range in &blocks {
+                    let out = dense.score_buffer(range.len(), &queries);
+                    let s = dense.stats_buffer(epilogue, range.len(), &queries);
+                    dense.scores(&queries, &block(range), &out, &s, epilogue, 1.0, 0.0);
+                    let len = dense.stats_len(epilogue, range.len(), &queries);
+                    stats.extend(dense.read(s, len)?);
+                    scores.push(out);
+                }
+                let shard = if stats.is_empty() {
+                    vec![[f64::NEG_INFINITY, 0.0, 0.0]; total]
+                } else {
+                    combine_softmax_stats(&stats, queries.padded, total)
+                };
+                let lse = global_log_sum_exp(self.comm, &shard)?;
+                if rank == 0 {
+                    partial += lse.iter().sum::<f64>();
+                }
+                partial -= off as f64 * shard.iter().map(|s| s[2]).sum::<f64>();
+                let mut lse_padded: Vec<f32> = lse.iter().map(|&x| x as f32).collect();
+                lse_padded.resize(queries.padded, 0.0);
+                let lse = client.create(Bytes::from_elems(lse_padded));
+                let mut sums = Vec::new();
+                for (i, (range, out)) in blocks.iter().zip(&scores).enumerate() {
+                    dense.softmax_grad(out, range.len(), &queries, &lse, scale, off);
+                    sums.push(finish(i, range, out, scale));
+                }
+                for (handle, len) in sums {
+                    partial += read_sum(&dense, handle, len)?;
+                }
+                1.0 / total as f64
+            }
+        };
+        let dw = self.kernels.read(dw, local * dim)?;
+        let mut dq = self.kernels.read(dq, total * dim)?;
+        self.comm.all_reduce_sum(&mut dq)?;
+        let penalty = self.back_through_queries(
+            heads,
+            relations,
+            labels,
+            head_rows,
+            &dq[offset * dim..(offset + n) * dim],
+            dw,
+            total,
+        )?;
+        Ok(StepReport {
+            loss: sum_f64(self.comm, partial * scale + penalty)?,
+            examples: total as u64,
+        })
+    }
+
+    /// Applies the step: `dq` (this rank's queries' gradient) goes back through the query —
+    /// `score(h, r, t) = ⟨q(h, r), t⟩`, so the backward kernel with `t = ∂loss/∂q` and an
+    /// upstream of 1 gives `∂loss/∂h` and `∂loss/∂r` —, the regularisers add theirs, and the
+    /// shard's own rows get `dw`. Returns this rank's part of the penalty.
+    #[allow(clippy::too_many_arguments)]
+    fn back_through_queries(
+        &mut self,
+        heads: &[u32],
+        relations: &[u32],
+        labels: &IdLists,
+        head_rows: Vec<f32>,
+        dq: &[f32],
+        dw: Vec<f32>,
+        total: usize,
+    ) -> Result<f64, ShardError> {
+        let n = heads.len();
+        let dim = self.spec.settings.dim;
+        let rank = self.comm.rank();
+        let partition = self.entities.partition().clone();
+        let local = partition.local_rows(rank);
+        let mut rows = head_rows.clone();
+        rows.extend_from_slice(dq);
+        let ent = self.kernels.upload_f32(rows);
+        let positions: Vec<u32> = (0..2 * n as u32).collect();
+        let triples = self
+            .kernels
+            .upload_triples(&positions[..n], relations, &positions[n..]);
+        let ones = self
+            .kernels
+            .client()
+            .create(Bytes::from_elems(vec![1.0f32; n]));
+        let [dh, dr, _] = self
+            .kernels
+            .backward(&ent, &self.relation_rows(), &triples, &ones);
+        let mut rows = head_rows;
+        let mut ids: Vec<u32> = heads.to_vec();
+        ids.extend_from_slice(labels.all_ids());
+        let mut grads = self.kernels.read(dh, n * dim)?;
+        let mut relation_ids = relations.to_vec();
+        let mut dr = self.kernels.read(dr, n * self.relation_dim)?;
+        let penalty = self.regularize(
+            &mut ids,
+            &mut rows,
+            &mut grads,
+            &mut relation_ids,
+            &mut dr,
+            total,
+        )?;
+        ids.extend((0..local).map(|l| partition.global(rank, l) as u32));
+        grads.extend(dw);
+        let lr = self.spec.settings.entity.lr as f32;
+        self.entities.apply_gradients(&ids, &grads, lr)?;
+        self.apply_relation_gradients(&relation_ids, &dr)?;
+        Ok(penalty)
+    }
+}
