@@ -334,8 +334,8 @@ fn n3_gradient(row: &[f64], segments: usize) -> Vec<f64> {
 /// One SGD step of softmax cross-entropy against every entity (1vsAll and KvsAll label lists,
 /// smoothed), over 1, 2 and 3 ranks of `backend`, equals the host's step: the loss's gradient
 /// by finite differences of the f64 loss over each whole score row, chained through finite
-/// differences of the score. With `n3`, the N3 regulariser's gradient of the heads, true tails
-/// and relations too (per occurrence, over the global batch).
+/// differences of the score. With `n3`, the N3 regulariser's gradient of the heads, distinct
+/// true tails and relations too (per occurrence, over the global batch).
 pub fn check_softmax_step<S: ScoringFunction>(backend: Backend, reference: Score, n3: f64) {
     let heads = [0, 4, 4, 13, 19, 7];
     let relations = [1, 0, 2, 2, 1, 0];
@@ -405,10 +405,10 @@ pub fn check_softmax_step<S: ScoringFunction>(backend: Backend, reference: Score
                 }
             }
             if n3 > 0.0 {
-                // Each occurrence: the head, every label as given (duplicates too), the relation.
+                // Each occurrence: the head, each distinct true tail, the relation.
                 let reg = LR * n3 * scale;
                 for (id, g) in std::iter::once(heads[b])
-                    .chain(labels.get(b).iter().copied())
+                    .chain(true_tails.iter().copied())
                     .map(|id| (id, n3_gradient(&row(&e0, id, STEP_DIM), segments)))
                 {
                     for i in 0..STEP_DIM {

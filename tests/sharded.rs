@@ -337,3 +337,117 @@ fn state_in_host_memory_is_accepted_on_the_cpu_runtime() {
             .all(|r| r.unwrap() == vec!["m", "v", "step"])
     );
 }
+
+/// The table after one step of `step` on `world` ranks (rank 0's gathered weights and first
+/// state), from `spec`.
+fn after_step(
+    spec: &ShardedTableSpec,
+    world: usize,
+    step: impl Fn(&mut ShardedTable, &cubecl::prelude::Client, usize) -> Result<(), ShardError> + Sync,
+) -> (Vec<f32>, Vec<f32>) {
+    let state = spec.config.optimizer.spec().states.first().map(|s| s.name);
+    let results = threads::run(world, |comm| -> Result<_, ShardError> {
+        let client = Backend::Cpu.client()?;
+        let mut table = ShardedTable::new(comm, &client, spec)?;
+        step(&mut table, &client, comm.rank())?;
+        let states = match state {
+            Some(name) => table.gather_state_to_root(name, 0, 7)?,
+            None => Some(Vec::new()),
+        };
+        Ok((table.gather_to_root(0, 7)?, states))
+    });
+    let (w, s) = results.into_iter().next().unwrap().unwrap();
+    (w.unwrap(), s.unwrap())
+}
+
+#[test]
+fn a_device_gradient_of_the_whole_shard_equals_the_same_rows_from_the_host() {
+    use cubecl::bytes::Bytes;
+    use rowshard::sharded::DeviceGradient;
+    for optimizer in [Optimizer::Sgd, Optimizer::AdaGrad, Optimizer::Adam] {
+        for world in [1, 2, 3] {
+            let spec = spec(
+                optimizer,
+                DType::F32,
+                PartitionScheme::RoundRobin { block: 3 },
+            );
+            // Rank r's routed rows (duplicates included) and its shard's dense gradient; all
+            // positive, so no sum cancels to rounding noise that AdaGrad and Adam would magnify.
+            let sparse = |rank: usize| -> (Vec<u32>, Vec<f32>) {
+                let ids: Vec<u32> = (0..9).map(|k| ((k * 7 + rank * 5) % ROWS) as u32).collect();
+                let grads = (0..ids.len() * DIM)
+                    .map(|i| ((i * 13 + rank) % 17) as f32 * 0.01 + 0.01)
+                    .collect();
+                (ids, grads)
+            };
+            let dense = |table: &ShardedTable, rank: usize| -> (Vec<u32>, Vec<f32>) {
+                let local = table.partition().local_rows(rank);
+                let ids = (0..local)
+                    .map(|l| table.partition().global(rank, l) as u32)
+                    .collect();
+                let grads = (0..local * DIM)
+                    .map(|i| ((i * 5 + 3) % 11) as f32 * 0.02 + 0.02)
+                    .collect();
+                (ids, grads)
+            };
+            let from_host = after_step(&spec, world, |table, _, rank| {
+                let (mut ids, mut grads) = sparse(rank);
+                let (dense_ids, dense_grads) = dense(table, rank);
+                ids.extend(dense_ids);
+                grads.extend(dense_grads);
+                table.apply_gradients(&ids, &grads, 0.05)
+            });
+            let on_device = after_step(&spec, world, |table, client, rank| {
+                let (ids, grads) = sparse(rank);
+                let (dense_ids, mut dense_grads) = dense(table, rank);
+                // Room after the shard's rows for every routed row of the global batch.
+                dense_grads.resize((dense_ids.len() + 9 * world) * DIM, 0.0);
+                let handle = client.create(Bytes::from_elems(dense_grads));
+                let device = DeviceGradient {
+                    handle: &handle,
+                    rows: dense_ids.len(),
+                };
+                table.apply_gradients_with_device(&ids, &grads, device, 0.05)
+            });
+            for (what, got, want) in [
+                ("weights", &on_device.0, &from_host.0),
+                ("state", &on_device.1, &from_host.1),
+            ] {
+                for (i, (g, w)) in got.iter().zip(want.iter()).enumerate() {
+                    assert!(
+                        (g - w).abs() <= 1e-6 * (1.0 + w.abs()),
+                        "{optimizer:?} on {world} ranks, {what}[{i}]: {g} vs {w}"
+                    );
+                }
+            }
+        }
+    }
+    // A device gradient that is not one row per local row is refused, on every rank.
+    let spec = spec(Optimizer::Sgd, DType::F32, PartitionScheme::Even);
+    let results = threads::run(2, |comm| -> Result<_, ShardError> {
+        let client = Backend::Cpu.client()?;
+        let mut table = ShardedTable::new(comm, &client, &spec)?;
+        let before = table.gather_to_root(0, 7)?;
+        let handle = client.create(Bytes::from_elems(vec![0.0f32; 4 * DIM]));
+        let device = DeviceGradient {
+            handle: &handle,
+            rows: 3,
+        };
+        let refused = table.apply_gradients_with_device(&[0], &[0.1; DIM], device, 0.1);
+        Ok((refused, before == table.gather_to_root(0, 7)?))
+    });
+    for r in results {
+        let (refused, unchanged) = r.unwrap();
+        assert!(
+            matches!(
+                refused,
+                Err(ShardError::BadInput {
+                    error: InputError::GradientShape { .. },
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
+        assert!(unchanged);
+    }
+}

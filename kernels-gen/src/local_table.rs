@@ -345,24 +345,67 @@ impl LocalTable {
         self.check_rows(&segments.rows)?;
         segments.check(inputs)?;
         let client = self.kernels.client();
-        let pool = &self.uploads;
         let mut parts: Vec<Bytes> = parts.into_iter().filter(|p| !p.is_empty()).collect();
         let grads = if parts.len() <= 1 {
-            client.create(parts.pop().unwrap_or_else(|| pool.bytes(Vec::new())))
+            client.create(
+                parts
+                    .pop()
+                    .unwrap_or_else(|| self.uploads.bytes(Vec::new())),
+            )
         } else {
             let grads = client.empty(total);
-            let mut at = 0;
-            for part in parts {
-                let len = part.len();
-                let place = grads
-                    .clone()
-                    .offset_start(at as u64)
-                    .offset_end((total - at - len) as u64);
-                client.write(&place, part);
-                at += len;
-            }
+            write_parts(client, &grads, 0, parts);
             grads
         };
+        self.run_step(segments, grads, inputs, params)
+    }
+
+    /// [`LocalTable::apply_grouped_parts`] after gradient rows that are already on the device:
+    /// `dense` holds `dense_rows` `f32` rows first and room after them, where `parts` are
+    /// written; `segments`' inputs index the whole buffer (`dense_rows` first). For a step whose
+    /// gradient of every row is computed on the device (a dense product) and summed with rows
+    /// that arrive from elsewhere.
+    ///
+    /// # Errors
+    /// As [`LocalTable::apply_grouped`], and [`KernelError::ShapeMismatch`] when `parts` do not
+    /// fit the room; nothing changes then.
+    pub fn apply_grouped_after_device(
+        &mut self,
+        segments: &Segments,
+        dense: &Handle,
+        dense_rows: usize,
+        parts: Vec<Bytes>,
+        params: &[f32],
+    ) -> Result<(), KernelError> {
+        let row_bytes = 4 * self.dim();
+        let sparse: usize = parts.iter().map(|p| p.len()).sum();
+        let total = dense_rows * row_bytes + sparse;
+        if !sparse.is_multiple_of(row_bytes) || total > dense.size_in_used() as usize {
+            return Err(KernelError::ShapeMismatch {
+                what: "gradient rows after the device rows (whole f32 rows, within the room)",
+                expected: dense.size_in_used() as usize,
+                got: total,
+            });
+        }
+        let inputs = total / row_bytes;
+        self.check_rows(&segments.rows)?;
+        segments.check(inputs)?;
+        let parts: Vec<Bytes> = parts.into_iter().filter(|p| !p.is_empty()).collect();
+        let client = self.kernels.client();
+        write_parts(client, dense, dense_rows * row_bytes, parts);
+        self.run_step(segments, dense.clone(), inputs, params)
+    }
+
+    /// Uploads the step's segments and parameters and runs the fused update on `grads`.
+    fn run_step(
+        &mut self,
+        segments: &Segments,
+        grads: Handle,
+        inputs: usize,
+        params: &[f32],
+    ) -> Result<(), KernelError> {
+        let client = self.kernels.client();
+        let pool = &self.uploads;
         let step = DeviceStep {
             rows: client.create(pool.bytes_of(&segments.rows)),
             offsets: client.create(pool.bytes_of(&segments.offsets)),
@@ -576,5 +619,21 @@ impl Drop for LocalTable {
     fn drop(&mut self) {
         drop(self.buffers.take());
         let _ = self.kernels.client().memory_cleanup();
+    }
+}
+
+/// Writes `parts` one after another into `buffer` from byte `start` of its view (a handle may
+/// come with offsets of its own: positions count from where its view starts and ends).
+fn write_parts(client: &Client, buffer: &Handle, start: usize, parts: Vec<Bytes>) {
+    let len = buffer.size_in_used() as usize;
+    let mut at = start;
+    for part in parts {
+        let size = part.len();
+        let place = buffer
+            .clone()
+            .offset_start(at as u64)
+            .offset_end((len - at - size) as u64);
+        client.write(&place, part);
+        at += size;
     }
 }

@@ -17,6 +17,7 @@ use rowshard_kernels::dense_set::{DenseKernels, TableBlock, combine_softmax_stat
 use rowshard_kernels::kernels::dense::ScoreEpilogue;
 
 use super::id_lists::IdLists;
+use super::regularize::StepRows;
 use super::scoring::ScoringFunction;
 use super::sharded_model::ShardedModel;
 use super::train::{EntityLoss, StepReport, length_error};
@@ -24,6 +25,7 @@ use crate::agree::{agree_on_input, all_values, sum_f64};
 use crate::comm::{Communicator, from_bytes, to_bytes};
 use crate::error::{InputError, ShardError};
 use crate::partition::Partition;
+use crate::sharded::DeviceGradient;
 
 /// Scores (or their gradients) of at most this many (query, entity) pairs make one block.
 const BLOCK: usize = 1 << 24;
@@ -210,7 +212,15 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             first: range.start,
             rows: range.len(),
         };
-        let dw = client.empty((local * dim).max(1) * 4);
+        // The shard's gradient, with room after it for the rows the step routes here: a head
+        // of any rank, a true tail or a distinct row of this rank's (regularisers).
+        let tails: Vec<u32> = targets
+            .iter()
+            .zip(&blocks)
+            .flat_map(|(t, b)| t.rows.iter().map(move |&r| r + b.start as u32))
+            .collect();
+        let room = total + tails.len() + local;
+        let dw = client.empty(((local + room) * dim).max(1) * 4);
         let dq = if blocks.is_empty() {
             client.create(Bytes::from_elems(vec![0.0f32; total * dim]))
         } else {
@@ -284,16 +294,15 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 1.0 / total as f64
             }
         };
-        let dw = self.kernels.read(dw, local * dim)?;
         let mut dq = self.kernels.read(dq, total * dim)?;
         self.comm.all_reduce_sum(&mut dq)?;
         let penalty = self.back_through_queries(
             heads,
             relations,
-            labels,
             head_rows,
             &dq[offset * dim..(offset + n) * dim],
-            dw,
+            &dw,
+            &tails,
             total,
         )?;
         Ok(StepReport {
@@ -305,23 +314,22 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
     /// Applies the step: `dq` (this rank's queries' gradient) goes back through the query —
     /// `score(h, r, t) = ⟨q(h, r), t⟩`, so the backward kernel with `t = ∂loss/∂q` and an
     /// upstream of 1 gives `∂loss/∂h` and `∂loss/∂r` —, the regularisers add theirs, and the
-    /// shard's own rows get `dw`. Returns this rank's part of the penalty.
+    /// shard's own rows get `dw` (on the device, `local` rows and room after them). `tails` are
+    /// the true tails this rank owns (local rows). Returns this rank's part of the penalty.
     #[allow(clippy::too_many_arguments)]
     fn back_through_queries(
         &mut self,
         heads: &[u32],
         relations: &[u32],
-        labels: &IdLists,
         head_rows: Vec<f32>,
         dq: &[f32],
-        dw: Vec<f32>,
+        dw: &Handle,
+        tails: &[u32],
         total: usize,
     ) -> Result<f64, ShardError> {
         let n = heads.len();
         let dim = self.spec.settings.dim;
-        let rank = self.comm.rank();
-        let partition = self.entities.partition().clone();
-        let local = partition.local_rows(rank);
+        let local = self.entities.partition().local_rows(self.comm.rank());
         let mut rows = head_rows.clone();
         rows.extend_from_slice(dq);
         let ent = self.kernels.upload_f32(rows);
@@ -336,24 +344,32 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let [dh, dr, _] = self
             .kernels
             .backward(&ent, &self.relation_rows(), &triples, &ones);
-        let mut rows = head_rows;
-        let mut ids: Vec<u32> = heads.to_vec();
-        ids.extend_from_slice(labels.all_ids());
         let mut grads = self.kernels.read(dh, n * dim)?;
-        let mut relation_ids = relations.to_vec();
         let mut dr = self.kernels.read(dr, n * self.relation_dim)?;
-        let penalty = self.regularize(
-            &mut ids,
-            &mut rows,
-            &mut grads,
-            &mut relation_ids,
-            &mut dr,
+        let (penalty, extra) = self.regularize(
+            StepRows {
+                heads,
+                head_rows: &head_rows,
+                head_grads: &mut grads,
+                tails,
+                relations,
+                relation_grads: &mut dr,
+            },
             total,
         )?;
-        ids.extend((0..local).map(|l| partition.global(rank, l) as u32));
-        grads.extend(dw);
+        let mut ids = heads.to_vec();
+        ids.extend_from_slice(&extra.ids);
+        grads.extend_from_slice(&extra.grads);
+        let mut relation_ids = relations.to_vec();
+        relation_ids.extend_from_slice(&extra.relation_ids);
+        dr.extend_from_slice(&extra.relation_grads);
         let lr = self.spec.settings.entity.lr as f32;
-        self.entities.apply_gradients(&ids, &grads, lr)?;
+        let device = DeviceGradient {
+            handle: dw,
+            rows: local,
+        };
+        self.entities
+            .apply_gradients_with_device(&ids, &grads, device, lr)?;
         self.apply_relation_gradients(&relation_ids, &dr)?;
         Ok(penalty)
     }

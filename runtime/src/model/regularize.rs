@@ -2,9 +2,9 @@
 //! plain or frequency-weighted). Penalties and their gradients are computed on the host from the
 //! rows the step already holds, added to the rows' gradients, and counted in the step's loss.
 //!
-//! What a step uses: the query heads and, for every query, its true tails (entities), and the
-//! query relations (relations). Occurrences count: a row used twice is penalised twice where the
-//! penalty is per occurrence.
+//! What a step uses: the query heads and, for every query, its true tails — each distinct true
+//! tail of a query once — (entities), and the query relations (relations). Occurrences count: a
+//! row used by two queries is penalised twice where the penalty is per occurrence.
 
 use std::collections::BTreeSet;
 
@@ -176,78 +176,124 @@ pub(crate) fn distinct_rows(
     penalty
 }
 
+/// The rows a step used, as its regularisers see them (this rank's part).
+pub(super) struct StepRows<'a> {
+    /// The query heads (global ids), one per query.
+    pub heads: &'a [u32],
+    /// Their rows.
+    pub head_rows: &'a [f32],
+    /// Their gradients, added to.
+    pub head_grads: &'a mut [f32],
+    /// The true tails this rank owns, as local rows: one entry per (query, true tail) of the
+    /// global batch.
+    pub tails: &'a [u32],
+    /// The query relations, one per query.
+    pub relations: &'a [u32],
+    /// Their gradients, added to.
+    pub relation_grads: &'a mut [f32],
+}
+
+/// Rows only a penalty touches: entity rows (owned by this rank) and relation rows, with their
+/// gradients, to apply with the step's.
+#[derive(Default)]
+pub(super) struct Extra {
+    /// Entity ids (global).
+    pub ids: Vec<u32>,
+    /// Their gradients.
+    pub grads: Vec<f32>,
+    /// Relation ids.
+    pub relation_ids: Vec<u32>,
+    /// Their gradients.
+    pub relation_grads: Vec<f32>,
+}
+
 impl<S: ScoringFunction> ShardedModel<'_, S> {
-    /// Adds the regularisers' gradients of the rows a step used, and returns this rank's part
-    /// of the penalty. A collective.
+    /// Adds the regularisers' gradients of the rows a step used to `rows`, returns the rows only
+    /// the penalties touch and this rank's part of the penalty. A collective. `queries` is the
+    /// global batch's queries.
     ///
-    /// Entities: `ids` (every occurrence), of which the first `rows.len() / dim` are looked up
-    /// in `rows` with their gradients in `grads`; the rest are looked up here. On return `ids`
-    /// and `grads` hold what the entity table must apply: without an entity regulariser only
-    /// the looked-up ones; with one, every occurrence, plus the distinct rows a plain L2 adds.
-    /// Relations: `relation_ids` with gradients `relation_grads`, extended likewise.
+    /// Heads are regularised where they were looked up, true tails by their owners (from the
+    /// shard, no lookup), relations where they were used; plain L2 once per distinct row of the
+    /// global batch, on the row's owner (rank 0 for the replicated relations).
     pub(super) fn regularize(
         &mut self,
-        ids: &mut Vec<u32>,
-        rows: &mut Vec<f32>,
-        grads: &mut Vec<f32>,
-        relation_ids: &mut Vec<u32>,
-        relation_grads: &mut Vec<f32>,
+        rows: StepRows,
         queries: usize,
-    ) -> Result<f64, ShardError> {
+    ) -> Result<(f64, Extra), ShardError> {
         let reg = self.regularization;
         let dim = self.spec.settings.dim;
         let rank = self.comm.rank();
+        let partition = self.entities.partition().clone();
+        let mut extra = Extra::default();
         let mut penalty = 0.0;
-        let known = rows.len() / dim;
-        if reg.entities.is_none() {
-            ids.truncate(known);
-        } else {
-            rows.extend(self.entities.lookup(&ids[known..])?);
-            grads.resize(ids.len() * dim, 0.0);
-            let used = UsedRows {
-                ids,
-                rows,
-                grads,
-                width: dim,
-                segments: S::SEGMENTS,
-            };
-            penalty += per_occurrence(self.comm, &reg.entities, used, queries)?;
-            if !reg.entities.per_occurrence() {
-                let partition = self.entities.partition().clone();
-                let mine: Vec<u32> = distinct_ids(self.comm, ids)?
+        if !reg.entities.is_none() {
+            let tail_ids: Vec<u32> = rows
+                .tails
+                .iter()
+                .map(|&l| partition.global(rank, l as usize) as u32)
+                .collect();
+            if reg.entities.per_occurrence() {
+                let tail_rows = self.entities.shard().gather(rows.tails)?;
+                let mut tail_grads = vec![0.0f32; tail_rows.len()];
+                let mut ids = rows.heads.to_vec();
+                ids.extend_from_slice(&tail_ids);
+                let mut values = rows.head_rows.to_vec();
+                values.extend_from_slice(&tail_rows);
+                let mut grads = vec![0.0f32; values.len()];
+                let used = UsedRows {
+                    ids: &ids,
+                    rows: &values,
+                    grads: &mut grads,
+                    width: dim,
+                    segments: S::SEGMENTS,
+                };
+                penalty += per_occurrence(self.comm, &reg.entities, used, queries)?;
+                let (head_part, tail_part) = grads.split_at(rows.heads.len() * dim);
+                for (g, r) in rows.head_grads.iter_mut().zip(head_part) {
+                    *g += r;
+                }
+                tail_grads.copy_from_slice(tail_part);
+                extra.ids = tail_ids;
+                extra.grads = tail_grads;
+            } else {
+                let mut used = rows.heads.to_vec();
+                used.extend_from_slice(&tail_ids);
+                let mine: Vec<u32> = distinct_ids(self.comm, &used)?
                     .into_iter()
                     .filter(|&id| partition.locate(id).0 == rank)
                     .collect();
                 let local: Vec<u32> = mine.iter().map(|&id| partition.locate(id).1).collect();
                 let values = self.entities.shard().gather(&local)?;
-                penalty += distinct_rows(&reg.entities, &values, dim, grads);
-                ids.extend(mine);
+                penalty += distinct_rows(&reg.entities, &values, dim, &mut extra.grads);
+                extra.ids = mine;
             }
         }
         if !reg.relations.is_none() {
             let width = self.relation_dim;
             let segments = if width == dim { S::SEGMENTS } else { 1 };
-            let values = self.relations.gather(relation_ids)?;
-            let used = UsedRows {
-                ids: relation_ids,
-                rows: &values,
-                grads: relation_grads,
-                width,
-                segments,
-            };
-            penalty += per_occurrence(self.comm, &reg.relations, used, queries)?;
-            if !reg.relations.per_occurrence() {
+            if reg.relations.per_occurrence() {
+                let values = self.relations.gather(rows.relations)?;
+                let used = UsedRows {
+                    ids: rows.relations,
+                    rows: &values,
+                    grads: rows.relation_grads,
+                    width,
+                    segments,
+                };
+                penalty += per_occurrence(self.comm, &reg.relations, used, queries)?;
+            } else {
                 // The replicas are equal: rank 0 alone adds the distinct rows' gradients (they
                 // are all-reduced with everyone's).
-                let distinct = distinct_ids(self.comm, relation_ids)?;
+                let distinct = distinct_ids(self.comm, rows.relations)?;
                 if rank == 0 {
                     let values = self.relations.gather(&distinct)?;
-                    penalty += distinct_rows(&reg.relations, &values, width, relation_grads);
-                    relation_ids.extend(distinct);
+                    penalty +=
+                        distinct_rows(&reg.relations, &values, width, &mut extra.relation_grads);
+                    extra.relation_ids = distinct;
                 }
             }
         }
-        Ok(penalty)
+        Ok((penalty, extra))
     }
 }
 

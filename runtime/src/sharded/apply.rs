@@ -33,6 +33,38 @@ impl ShardedTable<'_> {
         grads: &[T],
         lr: f32,
     ) -> Result<(), ShardError> {
+        self.apply_with(ids, grads, lr, None)
+    }
+
+    /// [`ShardedTable::apply_gradients`] for a step that also has a gradient of *every* row of
+    /// this rank's shard on the device — a dense product's, as in KvsAll and 1vsAll training —
+    /// summed on the device with the rows `(ids, grads)` routed here, in one fused update. The
+    /// device gradient is read where it lies (no copy to the host and back); unlike the routed
+    /// rows it is not checked for finiteness. Needs a table without a read-write cache.
+    pub fn apply_gradients_with_device(
+        &mut self,
+        ids: &[u32],
+        grads: &[f32],
+        device: DeviceGradient,
+        lr: f32,
+    ) -> Result<(), ShardError> {
+        self.apply_with(ids, grads, lr, Some(device))
+    }
+
+    fn apply_with<T: RowElement>(
+        &mut self,
+        ids: &[u32],
+        grads: &[T],
+        lr: f32,
+        device: Option<DeviceGradient>,
+    ) -> Result<(), ShardError> {
+        if device.is_some() && self.host.is_some() {
+            return Err(ShardError::Unsupported(
+                "a device gradient of the whole shard with a read-write cache (the shard lives \
+                 in host memory)"
+                    .into(),
+            ));
+        }
         let dtype = self.config().weight_dtype;
         if T::DTYPE != rowshard_kernels::DType::F32 && T::DTYPE != dtype {
             return Err(ShardError::Unsupported(format!(
@@ -42,12 +74,23 @@ impl ShardedTable<'_> {
         }
         let mut clock = Clock::start();
         let dim = self.config().dim;
-        let mut verdict = self.check_ids(ids).or_else(|| {
-            (grads.len() != ids.len() * dim).then_some(InputError::GradientShape {
-                expected: (ids.len() * dim) as u64,
-                got: grads.len() as u64,
+        let local = self.partition.local_rows(self.comm.rank());
+        let mut verdict = self
+            .check_ids(ids)
+            .or_else(|| {
+                (grads.len() != ids.len() * dim).then_some(InputError::GradientShape {
+                    expected: (ids.len() * dim) as u64,
+                    got: grads.len() as u64,
+                })
             })
-        });
+            .or_else(|| {
+                device.as_ref().and_then(|d| {
+                    (d.rows != local).then_some(InputError::GradientShape {
+                        expected: (local * dim) as u64,
+                        got: (d.rows * dim) as u64,
+                    })
+                })
+            });
         let params = self.shard.next_params(lr);
         if params.is_err() {
             verdict = verdict.or(Some(InputError::LearningRate {
@@ -70,7 +113,7 @@ impl ShardedTable<'_> {
                     self.step.borrow_mut().pool.give_all(messages);
                     return Err(e);
                 }
-                return self.send_and_apply(messages, grads, &params, clock);
+                return self.send_and_apply(messages, grads, &params, clock, device);
             }
             Err(bad) => bad,
         };
@@ -95,7 +138,7 @@ impl ShardedTable<'_> {
         let messages = self
             .route_and_pack(&ids, &grads, &mut clock)
             .unwrap_or_else(|_| unreachable!("every gradient left is finite"));
-        self.send_and_apply(messages, &grads, &params, clock)
+        self.send_and_apply(messages, &grads, &params, clock, device)
     }
 
     /// Plans `ids` and packs one message per owner: its local rows, then each one's gradient —
@@ -147,13 +190,14 @@ impl ShardedTable<'_> {
 
     /// Sends the packed messages to the owners, and runs the fused update on what arrives;
     /// this rank's own rows go from `grads` straight into the upload, at its place in rank
-    /// order (the order every owner sums in).
+    /// order (the order every owner sums in). A device gradient of every local row comes first.
     fn send_and_apply<T: RowElement>(
         &mut self,
         messages: Vec<Vec<u8>>,
         grads: &[T],
         params: &[f32],
         mut clock: Clock,
+        device: Option<DeviceGradient>,
     ) -> Result<(), ShardError> {
         let dim = self.config().dim;
         let received = self.comm.all_to_all_v(messages)?;
@@ -168,8 +212,10 @@ impl ShardedTable<'_> {
         // a buffer of their own.
         let row_bytes = 4 + 4 * dim;
         step.rows.clear();
+        let dense_rows = device.as_ref().map_or(0, |d| d.rows);
         let total = received.iter().map(|m| m.len() / row_bytes).sum::<usize>() + own.len();
-        reserve_for(&mut step.rows, total);
+        reserve_for(&mut step.rows, dense_rows + total);
+        step.rows.extend(0..dense_rows as u32);
         let mut scratch = Vec::new();
         let mut parts = Vec::with_capacity(received.len());
         for (r, message) in received.into_iter().enumerate() {
@@ -198,13 +244,29 @@ impl ShardedTable<'_> {
         clock.lap(&self.timings, Phase::Decode);
         step.grouped.regroup(&step.rows, &mut step.scratch);
         self.rows_applied += step.grouped.len() as u64;
-        Self::apply_local(
-            &mut self.shard,
-            self.host.as_ref(),
-            &step.grouped,
-            parts,
-            params,
-        )?;
+        match device {
+            Some(d) => {
+                let uploads = self.shard.uploads().clone();
+                let parts = parts
+                    .into_iter()
+                    .map(|p| uploads.bytes_from(p.buffer, p.start))
+                    .collect();
+                self.shard.apply_grouped_after_device(
+                    &step.grouped,
+                    d.handle,
+                    d.rows,
+                    parts,
+                    params,
+                )?;
+            }
+            None => Self::apply_local(
+                &mut self.shard,
+                self.host.as_ref(),
+                &step.grouped,
+                parts,
+                params,
+            )?,
+        }
         clock.lap(&self.timings, Phase::Apply);
         // Every rank drops its cached copies of the rows any rank just updated.
         if self.cache.borrow().is_some() {
@@ -226,6 +288,17 @@ impl ShardedTable<'_> {
         }
         Ok(())
     }
+}
+
+/// A gradient of every row of a rank's shard on the device (see
+/// [`ShardedTable::apply_gradients_with_device`]): `handle` holds `rows` `f32` rows in local row
+/// order, then room for the rows routed to this rank (one per id of the global batch at most).
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceGradient<'a> {
+    /// The device buffer.
+    pub handle: &'a cubecl::server::Handle,
+    /// The shard's rows (this rank's local rows).
+    pub rows: usize,
 }
 
 /// Whether every value of `row` is finite: a scan without an early exit, which the compiler

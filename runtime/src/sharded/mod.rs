@@ -19,6 +19,7 @@ use crate::comm::{Communicator, from_bytes, to_bytes};
 use crate::error::{InputError, ShardError};
 use crate::init::Initializer;
 use crate::partition::{Partition, PartitionScheme};
+pub use apply::DeviceGradient;
 use buffers::StepBuffers;
 pub use element::RowElement;
 pub use timings::{Phase, Timings};
