@@ -336,7 +336,12 @@ fn n3_gradient(row: &[f64], segments: usize) -> Vec<f64> {
 /// by finite differences of the f64 loss over each whole score row, chained through finite
 /// differences of the score. With `n3`, the N3 regulariser's gradient of the heads, distinct
 /// true tails and relations too (per occurrence, over the global batch).
-pub fn check_softmax_step<S: ScoringFunction>(backend: Backend, reference: Score, n3: f64) {
+pub fn check_softmax_step<S: ScoringFunction>(
+    backend: Backend,
+    reference: Score,
+    n3: f64,
+    dropout: f32,
+) {
     let heads = [0, 4, 4, 13, 19, 7];
     let relations = [1, 0, 2, 2, 1, 0];
     let labels = IdLists::from_lists(&[
@@ -358,6 +363,7 @@ pub fn check_softmax_step<S: ScoringFunction>(backend: Backend, reference: Score
                     relations: regularizer,
                 });
             }
+            model.set_dropout(dropout)?;
             let mine = share(n, rank, world);
             let lists: Vec<&[u32]> = mine.clone().map(|i| labels.get(i)).collect();
             model
@@ -376,8 +382,27 @@ pub fn check_softmax_step<S: ScoringFunction>(backend: Backend, reference: Score
         let mut r_want: Vec<f64> = r0.iter().map(|&x| x as f64).collect();
         let scale = 1.0 / n as f64;
         let segments = S::SEGMENTS;
+        // The first step's dropout masks, as the model draws them (seed 3, step 0).
+        let mask = |side, width| {
+            rowshard::model::dropout_mask(dropout, sgd_spec().seed, 0, side, 0, n, width)
+        };
+        let (head_mask, relation_mask) = if dropout > 0.0 {
+            (
+                mask(rowshard::model::DropoutSide::Head, STEP_DIM),
+                mask(rowshard::model::DropoutSide::Relation, rdim),
+            )
+        } else {
+            (vec![1.0; n * STEP_DIM], vec![1.0; n * rdim])
+        };
         for b in 0..n {
-            let (h, r) = (row(&e0, heads[b], STEP_DIM), row(&r0, relations[b], rdim));
+            let (h_row, r_row) = (row(&e0, heads[b], STEP_DIM), row(&r0, relations[b], rdim));
+            // What the query is built from: the rows through the masks.
+            let h: Vec<f64> = (0..STEP_DIM)
+                .map(|i| h_row[i] * head_mask[b * STEP_DIM + i] as f64)
+                .collect();
+            let r: Vec<f64> = (0..rdim)
+                .map(|i| r_row[i] * relation_mask[b * rdim + i] as f64)
+                .collect();
             let mut true_tails: Vec<u32> = labels.get(b).to_vec();
             true_tails.sort_unstable();
             true_tails.dedup();
@@ -397,11 +422,13 @@ pub fn check_softmax_step<S: ScoringFunction>(backend: Backend, reference: Score
                 let g = ds[e as usize] * scale;
                 let [dh, dr, dt] = finite_differences(reference, &h, &r, &t);
                 for i in 0..STEP_DIM {
-                    e_want[heads[b] as usize * STEP_DIM + i] -= LR * g * dh[i];
+                    let through = head_mask[b * STEP_DIM + i] as f64;
+                    e_want[heads[b] as usize * STEP_DIM + i] -= LR * g * dh[i] * through;
                     e_want[e as usize * STEP_DIM + i] -= LR * g * dt[i];
                 }
                 for i in 0..rdim {
-                    r_want[relations[b] as usize * rdim + i] -= LR * g * dr[i];
+                    let through = relation_mask[b * rdim + i] as f64;
+                    r_want[relations[b] as usize * rdim + i] -= LR * g * dr[i] * through;
                 }
             }
             if n3 > 0.0 {
@@ -416,13 +443,16 @@ pub fn check_softmax_step<S: ScoringFunction>(backend: Backend, reference: Score
                     }
                 }
                 let rel_segments = if rdim == STEP_DIM { segments } else { 1 };
-                let g = n3_gradient(&r, rel_segments);
+                let g = n3_gradient(&r_row, rel_segments);
                 for i in 0..rdim {
                     r_want[relations[b] as usize * rdim + i] -= reg * g[i];
                 }
             }
         }
-        let what = format!("{} softmax (N3 {n3}), {world} ranks", S::NAME);
+        let what = format!(
+            "{} softmax (N3 {n3}, dropout {dropout}), {world} ranks",
+            S::NAME
+        );
         assert_tables(&format!("{what}: entities"), &e1, &e_want);
         assert_tables(&format!("{what}: relations"), &r1, &r_want);
     }

@@ -98,6 +98,10 @@ pub struct TrainArgs {
     /// Regulariser of the relation rows (overrides --reg).
     #[arg(long, value_parser = parse_regularizer)]
     pub relation_reg: Option<Regularizer>,
+    /// Dropout probability of the head and relation rows a query is built from (kvsall,
+    /// 1vsall), in [0, 1).
+    #[arg(long, default_value_t = 0.0, value_parser = parse_probability)]
+    pub dropout: f32,
     /// Learning-rate schedule: constant, cosine, or exp:GAMMA (per epoch).
     #[arg(long, default_value = "constant", value_parser = parse_schedule)]
     pub lr_schedule: LrSchedule,
@@ -164,6 +168,10 @@ fn parse_non_negative(s: &str) -> Result<f64, String> {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         _ => Err(format!("`{s}` is not a finite number ≥ 0")),
     }
+}
+
+fn parse_probability(s: &str) -> Result<f32, String> {
+    parse_smoothing(s)
 }
 
 fn parse_smoothing(s: &str) -> Result<f32, String> {

@@ -16,8 +16,10 @@ use cubecl::server::Handle;
 use rowshard_kernels::dense_set::{DenseKernels, TableBlock, combine_softmax_stats};
 use rowshard_kernels::kernels::dense::ScoreEpilogue;
 
+use super::dropout::{DropoutSide, Masks};
 use super::id_lists::IdLists;
 use super::regularize::StepRows;
+use super::scoring::DeviceRows;
 use super::scoring::ScoringFunction;
 use super::sharded_model::ShardedModel;
 use super::train::{EntityLoss, StepReport, length_error};
@@ -177,16 +179,16 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let client = self.kernels.client().clone();
 
         // This rank's queries, then everyone's.
-        let head_rows = self.entities.lookup(heads)?;
-        let ent = self.kernels.upload_f32(head_rows.clone());
-        let positions: Vec<u32> = (0..2 * n as u32).collect();
-        let rel = self.relation_rows();
+        let inputs = self.query_inputs(heads, relations, offset)?;
+        let ent = self.kernels.upload_f32(inputs.head_rows_fed.clone());
+        let positions: Vec<u32> = (0..n as u32).collect();
         let triples = self
             .kernels
-            .upload_triples(&positions[..n], relations, &positions[..n]);
-        let q = self
-            .kernels
-            .read(self.kernels.query(&ent, &rel, &triples)?, n * dim)?;
+            .upload_triples(&positions, &inputs.relation_index, &positions);
+        let q = self.kernels.read(
+            self.kernels.query(&ent, &inputs.relation_rows, &triples)?,
+            n * dim,
+        )?;
         let mut q_all = Vec::with_capacity(total * dim);
         for part in self.comm.all_gather(&to_bytes(&q))? {
             q_all.extend(from_bytes::<f32>(&part));
@@ -299,7 +301,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let penalty = self.back_through_queries(
             heads,
             relations,
-            head_rows,
+            inputs,
             &dq[offset * dim..(offset + n) * dim],
             &dw,
             &tails,
@@ -311,17 +313,63 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         })
     }
 
+    /// What the query kernel reads for this rank's queries: the head rows, and the relation
+    /// rows — with dropout, masked copies (one relation row per query) and the masks.
+    fn query_inputs(
+        &self,
+        heads: &[u32],
+        relations: &[u32],
+        offset: usize,
+    ) -> Result<QueryInputs, ShardError> {
+        let n = heads.len();
+        let dim = self.spec.settings.dim;
+        let head_rows = self.entities.lookup(heads)?;
+        let p = self.dropout;
+        if p == 0.0 {
+            return Ok(QueryInputs {
+                head_rows_fed: head_rows.clone(),
+                head_rows,
+                relation_rows: self.relation_rows(),
+                relation_index: relations.to_vec(),
+                masks: None,
+            });
+        }
+        let (seed, step) = (self.spec.seed, self.entities.step());
+        let head_mask = Masks::new(p, seed, step, DropoutSide::Head, offset, n, dim);
+        let relation_mask = Masks::new(
+            p,
+            seed,
+            step,
+            DropoutSide::Relation,
+            offset,
+            n,
+            self.relation_dim,
+        );
+        let mut head_rows_fed = head_rows.clone();
+        head_mask.apply(&mut head_rows_fed);
+        let mut rows = self.relations.gather(relations)?;
+        relation_mask.apply(&mut rows);
+        Ok(QueryInputs {
+            head_rows,
+            head_rows_fed,
+            relation_rows: self.kernels.upload_f32(rows),
+            relation_index: (0..n as u32).collect(),
+            masks: Some((head_mask, relation_mask)),
+        })
+    }
+
     /// Applies the step: `dq` (this rank's queries' gradient) goes back through the query —
     /// `score(h, r, t) = ⟨q(h, r), t⟩`, so the backward kernel with `t = ∂loss/∂q` and an
-    /// upstream of 1 gives `∂loss/∂h` and `∂loss/∂r` —, the regularisers add theirs, and the
-    /// shard's own rows get `dw` (on the device, `local` rows and room after them). `tails` are
-    /// the true tails this rank owns (local rows). Returns this rank's part of the penalty.
+    /// upstream of 1 gives `∂loss/∂h` and `∂loss/∂r` (and through dropout's masks) —, the
+    /// regularisers add theirs, and the shard's own rows get `dw` (on the device, `local` rows
+    /// and room after them). `tails` are the true tails this rank owns (local rows). Returns
+    /// this rank's part of the penalty.
     #[allow(clippy::too_many_arguments)]
     fn back_through_queries(
         &mut self,
         heads: &[u32],
         relations: &[u32],
-        head_rows: Vec<f32>,
+        inputs: QueryInputs,
         dq: &[f32],
         dw: &Handle,
         tails: &[u32],
@@ -330,26 +378,30 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let n = heads.len();
         let dim = self.spec.settings.dim;
         let local = self.entities.partition().local_rows(self.comm.rank());
-        let mut rows = head_rows.clone();
+        let mut rows = inputs.head_rows_fed;
         rows.extend_from_slice(dq);
         let ent = self.kernels.upload_f32(rows);
         let positions: Vec<u32> = (0..2 * n as u32).collect();
-        let triples = self
-            .kernels
-            .upload_triples(&positions[..n], relations, &positions[n..]);
+        let triples =
+            self.kernels
+                .upload_triples(&positions[..n], &inputs.relation_index, &positions[n..]);
         let ones = self
             .kernels
             .client()
             .create(Bytes::from_elems(vec![1.0f32; n]));
         let [dh, dr, _] = self
             .kernels
-            .backward(&ent, &self.relation_rows(), &triples, &ones);
+            .backward(&ent, &inputs.relation_rows, &triples, &ones);
         let mut grads = self.kernels.read(dh, n * dim)?;
         let mut dr = self.kernels.read(dr, n * self.relation_dim)?;
+        if let Some((head_mask, relation_mask)) = &inputs.masks {
+            head_mask.apply(&mut grads);
+            relation_mask.apply(&mut dr);
+        }
         let (penalty, extra) = self.regularize(
             StepRows {
                 heads,
-                head_rows: &head_rows,
+                head_rows: &inputs.head_rows,
                 head_grads: &mut grads,
                 tails,
                 relations,
@@ -373,4 +425,18 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         self.apply_relation_gradients(&relation_ids, &dr)?;
         Ok(penalty)
     }
+}
+
+/// What the query kernel reads for a rank's queries (see `query_inputs`).
+struct QueryInputs {
+    /// The head rows, as looked up.
+    head_rows: Vec<f32>,
+    /// The head rows fed to the query (masked with dropout).
+    head_rows_fed: Vec<f32>,
+    /// The relation rows fed to the query: the relation table, or masked copies.
+    relation_rows: DeviceRows,
+    /// Which of `relation_rows` each query reads.
+    relation_index: Vec<u32>,
+    /// The head and relation masks, with dropout.
+    masks: Option<(Masks, Masks)>,
 }

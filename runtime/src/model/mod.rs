@@ -9,6 +9,7 @@
 //! [`ShardedTable`]: crate::ShardedTable
 
 mod all_entities;
+mod dropout;
 #[doc(hidden)]
 pub mod host;
 mod id_lists;
@@ -20,6 +21,7 @@ mod settings;
 mod sharded_model;
 mod train;
 
+pub use dropout::{DropoutSide, dropout_mask};
 pub use id_lists::IdLists;
 pub use rank::{Direction, RankQueries};
 pub use regularize::{Regularization, Regularizer};

@@ -28,6 +28,8 @@ pub struct ShardedModel<'c, S: ScoringFunction> {
     pub(super) relation_dim: usize,
     /// The regularisers of the rows a step uses.
     pub(super) regularization: Regularization,
+    /// Dropout probability of the query rows (steps against every entity).
+    pub(super) dropout: f32,
 }
 
 /// The seed of the relation table, apart from the entity table's.
@@ -103,6 +105,7 @@ impl<'c, S: ScoringFunction> ShardedModel<'c, S> {
             dense: None,
             relation_dim: rdim,
             regularization: Regularization::default(),
+            dropout: 0.0,
         };
         model.entities.set_seed(spec.seed as u32);
         if S::TAIL_LINEAR.is_ok() {
@@ -164,6 +167,19 @@ impl<'c, S: ScoringFunction> ShardedModel<'c, S> {
     /// The regularisers of the rows a step uses.
     pub fn regularization(&self) -> Regularization {
         self.regularization
+    }
+
+    /// Drops each value of the head and relation rows a query is built from with probability
+    /// `p` in every later step that scores against every entity (inverted dropout; see
+    /// `dropout.rs`); call it on every rank. `p` must be in `[0, 1)`.
+    pub fn set_dropout(&mut self, p: f32) -> Result<(), ShardError> {
+        if !(0.0..1.0).contains(&p) {
+            return Err(ShardError::Unsupported(format!(
+                "dropout {p}: a probability in [0, 1) is needed"
+            )));
+        }
+        self.dropout = p;
+        Ok(())
     }
 
     /// Sets both tables' learning rates (a schedule); call it on every rank.
