@@ -72,21 +72,28 @@ fn read_split(folder: &Path, split: Split) -> Result<Vec<Named>, DataError> {
     if !file.is_file() {
         return Err(DataError::MissingFile(file));
     }
-    let text = std::fs::read_to_string(&file).map_err(|error| DataError::Io {
+    let bytes = std::fs::read(&file).map_err(|error| DataError::Io {
         file: file.clone(),
         error,
     })?;
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim_end_matches('\r');
-        if line.trim().is_empty() {
-            continue;
-        }
+    // Lines are split as bytes, so a line that is not UTF-8 is reported with its number.
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
         let malformed = |reason: String| DataError::Malformed {
             file: file.clone(),
             line: i + 1,
             reason,
         };
+        let line = std::str::from_utf8(line).map_err(|e| {
+            malformed(format!(
+                "not UTF-8 text (invalid byte at column {})",
+                e.valid_up_to() + 1
+            ))
+        })?;
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() {
+            continue;
+        }
         let fields: Vec<&str> = line.split('\t').collect();
         if fields.len() != 3 {
             return Err(malformed(format!(
@@ -245,6 +252,12 @@ mod tests {
         std::fs::write(dir.join("train.txt"), "a\t\tb\n").unwrap();
         let e = Dataset::load(&dir).unwrap_err().to_string();
         assert!(e.ends_with("train.txt:1: the relation is empty"), "{e}");
+        std::fs::write(dir.join("train.txt"), b"a\tr\tb\nc\tr\t\xffd\n").unwrap();
+        let e = Dataset::load(&dir).unwrap_err().to_string();
+        assert!(
+            e.ends_with("train.txt:2: not UTF-8 text (invalid byte at column 5)"),
+            "{e}"
+        );
         std::fs::write(dir.join("train.txt"), "a\tr\tb\n").unwrap();
         std::fs::remove_file(dir.join("test.txt")).unwrap();
         let e = Dataset::load(&dir).unwrap_err().to_string();
