@@ -38,8 +38,11 @@ start = time.perf_counter()
 losses = loop.train(triples_factory=train, num_epochs=opts.epochs, batch_size=opts.batch_size,
                     use_tqdm=False)
 seconds = (time.perf_counter() - start) / opts.epochs
-# LCWA's queries: the distinct (head, relation) pairs of the training triples with inverses.
-queries = len(train.create_lcwa_instances())
+# LCWA's queries: the distinct (head, relation) pairs of the training triples and of their
+# inverses, (tail, relation⁻¹); `mapped_triples` holds the originals only.
+mapped = train.mapped_triples
+queries = (len(torch.unique(mapped[:, [0, 1]], dim=0))
+           + len(torch.unique(mapped[:, [2, 1]], dim=0)))
 pairs = queries * train.num_entities
 print(json.dumps({
     "system": f"pykeen LCWA ComplEx dim {opts.dim} (x2 reals)",
