@@ -248,6 +248,32 @@ fn a_recipe_is_read_overridden_and_refused_naming_file_line_and_key() {
 }
 
 #[test]
+fn every_shipped_recipe_trains() {
+    let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/../recipes");
+    let mut recipes: Vec<PathBuf> = std::fs::read_dir(folder)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    recipes.sort();
+    assert!(recipes.len() >= 2, "{recipes:?}");
+    for recipe in recipes {
+        // One small epoch of each: the file parses, its flags combine, and it trains.
+        let (ok, _, stderr) = rowshard(&[
+            "train",
+            "--config",
+            recipe.to_str().unwrap(),
+            "--epochs",
+            "1",
+            "--dim",
+            "8",
+        ]);
+        assert!(ok, "{}: {stderr}", recipe.display());
+        assert!(stderr.contains("test   MRR"), "{}: {stderr}", recipe.display());
+    }
+}
+
+#[test]
 fn early_stopping_ends_on_the_best_evaluated_model() {
     let dir = temp("early");
     let json = dir.join("metrics.json");
