@@ -269,7 +269,11 @@ fn every_shipped_recipe_trains() {
             "8",
         ]);
         assert!(ok, "{}: {stderr}", recipe.display());
-        assert!(stderr.contains("test   MRR"), "{}: {stderr}", recipe.display());
+        assert!(
+            stderr.contains("test   MRR"),
+            "{}: {stderr}",
+            recipe.display()
+        );
     }
 }
 
