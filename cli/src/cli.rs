@@ -5,6 +5,7 @@ use clap::{Args, Parser, Subcommand};
 use rowshard_kernels::{Backend, DType};
 
 use crate::bench::{bandwidth, kernels::KernelBench, sharded};
+use crate::parse::{parse_backend, parse_dtype, parse_partition};
 use rowshard::cache::CachePolicy;
 use rowshard::partition::PartitionScheme;
 
@@ -147,16 +148,6 @@ pub struct BenchArgs {
     link_gbps: Option<f64>,
 }
 
-fn parse_backend(s: &str) -> Result<Backend, String> {
-    Backend::from_name(s)
-        .ok_or_else(|| format!("unknown runtime `{s}`; expected one of: cpu, wgpu, cuda"))
-}
-
-fn parse_dtype(s: &str) -> Result<DType, String> {
-    DType::from_name(s)
-        .ok_or_else(|| format!("unknown dtype `{s}`; expected one of: f32, f16, bf16"))
-}
-
 fn parse_ids(s: &str) -> Result<sharded::IdDistribution, String> {
     match s {
         "uniform" => Ok(sharded::IdDistribution::Uniform),
@@ -199,16 +190,6 @@ fn parse_cache(s: &str) -> Result<CachePolicy, String> {
     };
     policy.validate().map_err(|e| e.to_string())?;
     Ok(policy)
-}
-
-fn parse_partition(s: &str) -> Result<PartitionScheme, String> {
-    match s {
-        "even" => Ok(PartitionScheme::Even),
-        "round-robin" => Ok(PartitionScheme::RoundRobin { block: 1 }),
-        _ => Err(format!(
-            "unknown partition `{s}`; expected even or round-robin"
-        )),
-    }
 }
 
 /// Runs a parsed command line.

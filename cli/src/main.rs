@@ -6,6 +6,7 @@ mod cli;
 mod demo;
 mod export;
 mod hyper;
+mod parse;
 mod progress;
 mod train;
 

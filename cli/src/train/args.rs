@@ -10,6 +10,7 @@ use rowshard::train::LrSchedule;
 use rowshard_kernels::{Backend, DType};
 
 use crate::hyper::HyperArgs;
+use crate::parse::{parse_backend, parse_dtype, parse_partition};
 
 /// Training modes on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -86,7 +87,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 4)]
     pub neg_ratio: usize,
     /// Label smoothing ε in [0, 1).
-    #[arg(long, default_value_t = 0.0, value_parser = parse_smoothing)]
+    #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
     pub label_smoothing: f32,
     /// Regulariser of both tables' rows a step uses (kvsall, 1vsall): none, n3:WEIGHT,
     /// l2:WEIGHT or l2:WEIGHT,weighted.
@@ -100,7 +101,7 @@ pub struct TrainArgs {
     pub relation_reg: Option<Regularizer>,
     /// Dropout probability of the head and relation rows a query is built from (kvsall,
     /// 1vsall), in [0, 1).
-    #[arg(long, default_value_t = 0.0, value_parser = parse_probability)]
+    #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
     pub dropout: f32,
     /// Learning-rate schedule: constant, cosine, or exp:GAMMA (per epoch).
     #[arg(long, default_value = "constant", value_parser = parse_schedule)]
@@ -153,16 +154,6 @@ pub struct TrainArgs {
     pub progress: Option<bool>,
 }
 
-fn parse_dtype(s: &str) -> Result<DType, String> {
-    DType::from_name(s)
-        .ok_or_else(|| format!("unknown dtype `{s}`; expected one of: f32, f16, bf16"))
-}
-
-fn parse_backend(s: &str) -> Result<Backend, String> {
-    Backend::from_name(s)
-        .ok_or_else(|| format!("unknown runtime `{s}`; expected one of: cpu, wgpu, cuda"))
-}
-
 fn parse_non_negative(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
@@ -170,11 +161,8 @@ fn parse_non_negative(s: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_probability(s: &str) -> Result<f32, String> {
-    parse_smoothing(s)
-}
-
-fn parse_smoothing(s: &str) -> Result<f32, String> {
+/// A number in `[0, 1)`: label smoothing, dropout.
+fn parse_fraction(s: &str) -> Result<f32, String> {
     match s.parse::<f32>() {
         Ok(v) if (0.0..1.0).contains(&v) => Ok(v),
         _ => Err(format!("`{s}` is not in [0, 1)")),
@@ -235,15 +223,5 @@ fn parse_init(s: &str) -> Result<InitScheme, String> {
         None if s == "xavier" => Ok(InitScheme::XavierNormal),
         None if s == "zeros" => Ok(InitScheme::Zeros),
         _ => Err(bad()),
-    }
-}
-
-fn parse_partition(s: &str) -> Result<PartitionScheme, String> {
-    match s {
-        "even" => Ok(PartitionScheme::Even),
-        "round-robin" => Ok(PartitionScheme::RoundRobin { block: 1 }),
-        _ => Err(format!(
-            "unknown partition `{s}`; expected even or round-robin"
-        )),
     }
 }
