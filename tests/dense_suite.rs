@@ -415,7 +415,7 @@ fn check_products(s: &Setup, what: &str) {
         }
     }
     // The query gradient over the block in two parts: the first overwrites, the second adds.
-    let dq = client.create(Bytes::from_elems(vec![sentinel; c.queries * c.dim]));
+    let dq = client.create(Bytes::from_elems(vec![sentinel; c.dim * s.queries.padded]));
     let half = c.rows / 2;
     let g_parts: Vec<(usize, usize)> = vec![(0, half), (half, c.rows - half)];
     for (i, &(start, len)) in g_parts.iter().enumerate() {
@@ -437,7 +437,7 @@ fn check_products(s: &Setup, what: &str) {
         };
         k.query_grad(&g, &block, &s.queries, &dq, i > 0 && half > 0);
     }
-    let dq = s.read(dq, c.queries * c.dim);
+    let dq = k.read_query_grad(dq, &s.queries).expect("read");
     for b in 0..c.queries {
         for i in 0..c.dim {
             let terms =

@@ -24,10 +24,13 @@ pub struct DenseTiles {
     pub scores: Tile,
     /// Table gradient: table rows × row vectors.
     pub table_grad: Tile,
-    /// Query gradient: queries × row vectors.
+    /// Query gradient: coordinates × query vectors (a score panel's: the same as `scores`).
     pub query_grad: Tile,
     /// Table rows per pass of the query gradient (`0`: all of them).
     pub chunk: usize,
+    /// Exponentials of the losses by [`exp_lanes()`](crate::kernels::dense::tile::exp_lanes)
+    /// (a polynomial, on the `cpu` runtime) instead of the runtime's own.
+    pub polynomial_exp: bool,
 }
 
 impl DenseTiles {
@@ -46,9 +49,10 @@ impl DenseTiles {
             },
             query_grad: Tile {
                 rows: 6,
-                vectors: v,
+                vectors: 4,
             },
             chunk: 64,
+            polynomial_exp: true,
         }
     }
 
@@ -66,9 +70,10 @@ impl DenseTiles {
             },
             query_grad: Tile {
                 rows: 4,
-                vectors: v,
+                vectors: 2,
             },
             chunk: 0,
+            polynomial_exp: false,
         }
     }
 }
@@ -288,7 +293,7 @@ impl DenseKernels {
         self.label_corrections(&queries, &block, &out, &labels, &loss, 1.0);
         let dw = self.client.empty(dim * 4);
         self.table_grad(&queries, &block, &out, &dw);
-        let dq = self.client.empty(dim * 4);
+        let dq = self.query_grad_buffer(&queries);
         self.query_grad(&out, &block, &queries, &dq, false);
         let counts = self.count_buffer(1, &queries);
         self.count_better(&out, 1, &queries, &lse, &counts);
@@ -430,6 +435,7 @@ impl DenseKernels {
                     off,
                     self.tiles.scores,
                     epilogue,
+                    self.tiles.polynomial_exp,
                 )
             }
         })
@@ -465,6 +471,7 @@ impl DenseKernels {
                 scale,
                 off,
                 self.tiles.scores.vectors,
+                self.tiles.polynomial_exp,
             )
         }
     }
@@ -590,9 +597,33 @@ impl DenseKernels {
         }
     }
 
+    /// A buffer for the queries' gradient: `dim × padded` values, laid out like `Qᵀ` (see
+    /// [`DenseKernels::read_query_grad`]).
+    pub fn query_grad_buffer(&self, queries: &DeviceQueries) -> Handle {
+        self.client.empty(self.dim * queries.padded * 4)
+    }
+
+    /// Reads a query gradient back, row-major (`count × dim`).
+    pub fn read_query_grad(
+        &self,
+        grad: Handle,
+        queries: &DeviceQueries,
+    ) -> Result<Vec<f32>, KernelError> {
+        let (dim, panel) = (self.dim, queries.panel);
+        let transposed = self.read(grad, dim * queries.padded)?;
+        let mut out = vec![0.0f32; queries.count * dim];
+        for (b, row) in out.chunks_exact_mut(dim).enumerate() {
+            let (p, j) = (b / panel, b % panel);
+            for (k, x) in row.iter_mut().enumerate() {
+                *x = transposed[(p * dim + k) * panel + j];
+            }
+        }
+        Ok(out)
+    }
+
     /// Enqueues [`dense_query_grad()`]: `block`'s contribution to the gradient of `queries`,
-    /// written into `out` (`count × dim`) or added to it when `accumulate`. `grads` holds the
-    /// block's `rows × padded` values.
+    /// written into `out` (a [`DenseKernels::query_grad_buffer`]) or added to it when
+    /// `accumulate`. `grads` holds the block's `rows × padded` values.
     pub fn query_grad(
         &self,
         grads: &Handle,
@@ -601,17 +632,17 @@ impl DenseKernels {
         out: &Handle,
         accumulate: bool,
     ) {
-        let (n_queries, padded) = (queries.count, queries.padded);
-        if block.rows == 0 || n_queries == 0 {
+        let padded = queries.padded;
+        if block.rows == 0 || queries.count == 0 {
             return;
         }
         let tile = self.tiles.query_grad;
-        let row_vectors = self.dim / self.row_lanes;
+        debug_assert_eq!(tile.vectors, self.tiles.scores.vectors, "a panel per tile");
         let split = Split::new(
             &self.client,
-            n_queries,
-            tile.rows,
-            row_vectors.div_ceil(tile.vectors),
+            padded / queries.panel,
+            1,
+            self.dim.div_ceil(tile.rows),
         );
         let chunk = match self.tiles.chunk {
             0 => block.rows,
@@ -619,23 +650,22 @@ impl DenseKernels {
         };
         with_dtype!(self.dtype, F => {
             // SAFETY: `grads` holds rows × padded values, the block lies inside the table, and
-            // each unit writes only its own queries' panels of `out`.
+            // each unit writes only its own panels' coordinates of `out` (dim × padded).
             unsafe {
                 dense_query_grad::launch_unchecked::<F>(
                     &self.client,
                     split.count(),
                     split.dim(),
-                    self.row_lanes,
+                    self.lanes,
                     BufferArg::from_raw_parts(grads.clone(), block.rows * padded),
                     BufferArg::from_raw_parts(block.table.clone(), block.table_len),
-                    BufferArg::from_raw_parts(out.clone(), n_queries * self.dim),
+                    BufferArg::from_raw_parts(out.clone(), self.dim * padded),
                     block.first as u32,
                     block.rows as u32,
-                    row_vectors as u32,
-                    n_queries as u32,
-                    queries.panel as u32,
+                    self.dim as u32,
+                    queries.count as u32,
                     split.per_unit,
-                    split.panels_per_unit,
+                    split.panels_per_unit * tile.rows as u32,
                     chunk as u32,
                     accumulate as u32,
                     tile,

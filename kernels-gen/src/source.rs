@@ -201,7 +201,7 @@ pub fn dense_sources(
             dense_scores::DenseScores::<F>::new(
                 settings(), properties(), target(),
                 b(), b(), b(), b(), (), (), (), (), (), (), (), (),
-                SNAPSHOT_VECTOR, tiles.scores, epilogue,
+                SNAPSHOT_VECTOR, tiles.scores, epilogue, tiles.polynomial_exp,
             ).define(),
             language,
         ))?;
@@ -219,7 +219,7 @@ pub fn dense_sources(
     let query_grad = with_dtype!(dtype, F => compile(
         dense_query_grad::DenseQueryGrad::<F>::new(
             settings(), properties(), target(),
-            b(), b(), b(), (), (), (), (), (), (), (), (), (),
+            b(), b(), b(), (), (), (), (), (), (), (), (),
             SNAPSHOT_VECTOR, tiles.query_grad,
         ).define(),
         language,
@@ -241,6 +241,7 @@ pub fn dense_sources(
         (),
         SNAPSHOT_VECTOR,
         tiles.scores.vectors,
+        tiles.polynomial_exp,
     );
     out.push(("softmax_grad", compile(softmax.define(), language)?));
     let count = count_better::CountBetter::new(

@@ -140,7 +140,7 @@ fn measure(
     let out = kernels.score_buffer(rows, &q);
     let lse = client.create(cubecl::bytes::Bytes::from_elems(vec![1.0f32; q.padded]));
     let dw = client.empty(rows * dim * 4);
-    let dq = client.empty(n * dim * 4);
+    let dq = kernels.query_grad_buffer(&q);
     let counts = kernels.count_buffer(rows, &q);
     let stats = |e| kernels.stats_buffer(e, rows, &q);
     let (bce_stats, softmax_stats, score_stats) = (

@@ -224,9 +224,9 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let room = total + tails.len() + local;
         let dw = client.empty(((local + room) * dim).max(1) * 4);
         let dq = if blocks.is_empty() {
-            client.create(Bytes::from_elems(vec![0.0f32; total * dim]))
+            client.create(Bytes::from_elems(vec![0.0f32; dim * queries.padded]))
         } else {
-            client.empty(total * dim * 4)
+            dense.query_grad_buffer(&queries)
         };
         let off = smoothing / entities as f32;
         // The step's loss on this rank, before the mean's scale.
@@ -296,7 +296,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 1.0 / total as f64
             }
         };
-        let mut dq = self.kernels.read(dq, total * dim)?;
+        let mut dq = dense.read_query_grad(dq, &queries)?;
         self.comm.all_reduce_sum(&mut dq)?;
         let penalty = self.back_through_queries(
             heads,

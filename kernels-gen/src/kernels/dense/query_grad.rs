@@ -1,69 +1,66 @@
-//! `∂Q = Gᵀ · W`: the gradient of the queries, accumulated over blocks of table rows, in register
-//! tiles of queries × vectors of the row.
+//! `∂Qᵀ = Wᵀ · G`: the gradient of the queries, accumulated over blocks of table rows, in register
+//! tiles of coordinates × vectors of queries — the score tile turned around.
 
 use cubecl::prelude::*;
 
 use super::tile::Tile;
 
-/// `out[b] (+)= Σ_e grads[e, b] · w_{first + e}` over the block's rows, for the queries `b` a
-/// unit owns; `accumulate == 0` overwrites `out` (the first block), else adds.
+/// `out[k, b] (+)= Σ_e w_{first + e}[k] · grads[e, b]` over the block's rows, for the query
+/// panels and coordinates a unit owns; `accumulate == 0` overwrites `out` (the first block), else
+/// adds.
 ///
-/// `grads` holds the block's `rows` rows panel by panel (`panel` queries per panel), so a
-/// query's values down the rows are `panel` floats apart. The unit at `(x, y)` owns the
-/// queries of group `x` (`queries_per_unit` queries) and the panels (of `tile.vectors` row
-/// vectors) of range `y` (`panels_per_unit` panels). The rows are walked in chunks of `chunk`,
-/// so a chunk of the table stays in cache while every tile of the unit passes over it.
+/// Both `grads` and `out` are laid out panel by panel like the scores and `Qᵀ` (`tile.vectors`
+/// vectors of queries per panel): `grads[(p · rows + e) · tile.vectors + v]` and
+/// `out[(p · dim + k) · tile.vectors + v]`. So for each row one contiguous run of vector loads
+/// brings a panel's gradients and each coordinate of the row is a broadcast — the same outer
+/// product as the scores, streaming the gradients in address order. (Vectors along `dim`, with
+/// a query's gradients read down the rows a panel apart, ran at 0.7 of the scores' speed.)
+///
+/// The unit at `(x, y)` owns the panels of group `x` (`panels_per_unit` panels) and the
+/// coordinates of range `y` (`coords_per_unit`). The rows are walked in chunks of `chunk`: a
+/// panel's gradients for a chunk stay in the first-level cache while every coordinate tile
+/// passes over them.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn dense_query_grad<F: Float, N: Size>(
-    grads: &[f32],
-    table: &[Vector<F, N>],
+    grads: &[Vector<f32, N>],
+    table: &[F],
     out: &mut [Vector<f32, N>],
     first: u32,
     rows: u32,
-    row_vectors: u32,
-    n_queries: u32,
-    panel: u32,
-    queries_per_unit: u32,
+    dim: u32,
+    queries: u32,
     panels_per_unit: u32,
+    coords_per_unit: u32,
     chunk: u32,
     accumulate: u32,
     #[comptime] tile: Tile,
 ) {
     let tr = comptime!(tile.rows);
     let tv = comptime!(tile.vectors);
-    let dv = row_vectors as usize;
-    let rows = rows as usize;
-    let panel = panel as usize;
+    let dim = dim as usize;
+    let n_rows = rows as usize;
     let first = first as usize;
-    let group = ABSOLUTE_POS_X as usize;
-    let begin = group * queries_per_unit as usize;
-    let end = min(begin + queries_per_unit as usize, n_queries as usize);
-    let panels = dv.div_ceil(tv);
-    let p_begin = ABSOLUTE_POS_Y as usize * panels_per_unit as usize;
+    let panels = (queries as usize).div_ceil(tv * N::value());
+    let p_begin = ABSOLUTE_POS_X as usize * panels_per_unit as usize;
     let p_end = min(p_begin + panels_per_unit as usize, panels);
-    if begin < end {
+    let begin = ABSOLUTE_POS_Y as usize * coords_per_unit as usize;
+    let end = min(begin + coords_per_unit as usize, dim);
+    if p_begin < p_end && begin < end {
         let tiles = (end - begin).div_ceil(tr);
         let chunk = chunk as usize;
-        for c in 0..rows.div_ceil(chunk) {
+        for c in 0..n_rows.div_ceil(chunk) {
             let c0 = c * chunk;
-            let c1 = min(c0 + chunk, rows);
+            let c1 = min(c0 + chunk, n_rows);
             let add = c > 0 || accumulate != 0;
-            for t in 0..tiles {
-                let b0 = begin + t * tr;
-                // Where each query's column starts: panel, then the query within it.
-                let mut col = Array::<usize>::new(tr);
-                #[unroll]
-                for r in 0..tr {
-                    let b = min(b0 + r, end - 1);
-                    col[r] = (b / panel) * rows * panel + b % panel;
-                }
-                for p in p_begin..p_end {
-                    let k0 = p * tv;
-                    let mut kv = Array::<usize>::new(tv);
+            for p in p_begin..p_end {
+                let panel = p * n_rows * tv;
+                for t in 0..tiles {
+                    let k0 = begin + t * tr;
+                    let mut col = Array::<usize>::new(tr);
                     #[unroll]
-                    for v in 0..tv {
-                        kv[v] = min(k0 + v, dv - 1);
+                    for r in 0..tr {
+                        col[r] = first * dim + min(k0 + r, end - 1);
                     }
                     let mut acc = Array::<Vector<f32, N>>::new(tr * tv);
                     #[unroll]
@@ -71,32 +68,30 @@ pub fn dense_query_grad<F: Float, N: Size>(
                         acc[i] = Vector::new(0.0f32);
                     }
                     for e in c0..c1 {
-                        let mut w = Array::<Vector<f32, N>>::new(tv);
+                        let mut g = Array::<Vector<f32, N>>::new(tv);
                         #[unroll]
                         for v in 0..tv {
-                            w[v] = Vector::<f32, N>::cast_from(table[(first + e) * dv + kv[v]]);
+                            g[v] = grads[panel + e * tv + v];
                         }
                         #[unroll]
                         for r in 0..tr {
-                            let g = Vector::<f32, N>::new(grads[col[r] + e * panel]);
+                            let w = Vector::<f32, N>::new(f32::cast_from(table[col[r] + e * dim]));
                             #[unroll]
                             for v in 0..tv {
-                                acc[r * tv + v] = fma(g, w[v], acc[r * tv + v]);
+                                acc[r * tv + v] = fma(w, g[v], acc[r * tv + v]);
                             }
                         }
                     }
                     #[unroll]
                     for r in 0..tr {
-                        if b0 + r < end {
+                        if k0 + r < end {
                             #[unroll]
                             for v in 0..tv {
-                                if k0 + v < dv {
-                                    let at = (b0 + r) * dv + k0 + v;
-                                    if add {
-                                        out[at] += acc[r * tv + v];
-                                    } else {
-                                        out[at] = acc[r * tv + v];
-                                    }
+                                let at = (p * dim + k0 + r) * tv + v;
+                                if add {
+                                    out[at] += acc[r * tv + v];
+                                } else {
+                                    out[at] = acc[r * tv + v];
                                 }
                             }
                         }

@@ -3,7 +3,7 @@
 
 use cubecl::prelude::*;
 
-use super::tile::{MINUS_HUGE, Tile, lane_mask, lane_max, ln_1p_01, recip_1_2};
+use super::tile::{MINUS_HUGE, Tile, lane_exp, lane_mask, lane_max, ln_from_1, recip_1_2};
 
 /// What [`dense_scores()`] does with a tile of scores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -11,8 +11,8 @@ pub enum ScoreEpilogue {
     /// Store the scores.
     Scores,
     /// Binary cross-entropy on the logits against target `off` everywhere: store
-    /// `scale · (σ(s) − off)` and add `softplus(s) − off · s` to the unit's loss lanes
-    /// (`stats[unit]`). The targets of the true entities are corrected afterwards
+    /// `scale · (σ(s) − off)` (junk in the padding lanes, which nothing reads) and add
+    /// `softplus(s) − off · s` to the unit's loss lanes (`stats[unit]`). The targets of the true entities are corrected afterwards
     /// ([`super::labels::label_corrections()`]).
     BinaryCrossEntropy,
     /// Store the scores and keep, per query and row group, the running maximum, the sum of
@@ -47,6 +47,7 @@ pub fn dense_scores<F: Float, N: Size>(
     off: f32,
     #[comptime] tile: Tile,
     #[comptime] epilogue: ScoreEpilogue,
+    #[comptime] polynomial_exp: bool,
 ) {
     let tr = comptime!(tile.rows);
     let tv = comptime!(tile.vectors);
@@ -62,7 +63,9 @@ pub fn dense_scores<F: Float, N: Size>(
     let zero = Vector::<f32, N>::new(0.0f32);
     let one = Vector::<f32, N>::new(1.0f32);
     let scale_v = Vector::<f32, N>::new(scale);
-    let off_v = Vector::<f32, N>::new(off);
+    let half = Vector::<f32, N>::new(0.5f32);
+    let half_minus_off = Vector::<f32, N>::new(0.5f32 - off);
+    let minus_off_scaled = Vector::<f32, N>::new(-off * scale);
     let mut loss = zero;
 
     if begin < end {
@@ -118,12 +121,12 @@ pub fn dense_scores<F: Float, N: Size>(
                         }
                         let old = stats[at];
                         let new = lane_max::<N>(old, top);
-                        let mut sum_exp = stats[at + qv] * Vector::exp(old - new);
+                        let mut sum_exp = stats[at + qv] * lane_exp::<N>(old - new, polynomial_exp);
                         let mut sum = stats[at + 2 * qv];
                         #[unroll]
                         for r in 0..tr {
                             if e0 + r < end {
-                                sum_exp += Vector::exp(acc[r * tv + v] - new);
+                                sum_exp += lane_exp::<N>(acc[r * tv + v] - new, polynomial_exp);
                                 sum += acc[r * tv + v];
                             }
                         }
@@ -133,33 +136,40 @@ pub fn dense_scores<F: Float, N: Size>(
                     }
                 }
 
-                let mut mask = Array::<Vector<f32, N>>::new(tv);
                 if comptime!(epilogue == ScoreEpilogue::BinaryCrossEntropy) {
+                    // With a = |s| and e = exp(−a) in (0, 1]: σ(s) = 1/(1+e) for s ≥ 0, e/(1+e)
+                    // below; softplus(s) − off·s = (½ − off)·s + ½·a + ln(1 + e). Stable for
+                    // any |s|. The logarithms of a column of the tile are one logarithm of the
+                    // product of its (1 + e), at most 2^rows. Padding lanes add 0 to the loss.
                     #[unroll]
                     for v in 0..tv {
-                        mask[v] = lane_mask::<N>(p * tv + v, queries);
-                    }
-                }
-                #[unroll]
-                for r in 0..tr {
-                    if e0 + r < end {
+                        let mut linear = zero;
+                        let mut product = one;
                         #[unroll]
-                        for v in 0..tv {
-                            let s = acc[r * tv + v];
-                            let at = (p * n_rows + e0 + r) * tv + v;
-                            if comptime!(epilogue == ScoreEpilogue::BinaryCrossEntropy) {
-                                // With e = exp(−|s|) in (0, 1]: σ(s) = 1/(1+e) for s ≥ 0,
-                                // e/(1+e) below; softplus(s) = max(s, 0) + ln(1 + e). Stable
-                                // for any |s|. Padding lanes give 0.
-                                let e = Vector::exp(zero - Vector::abs(s));
-                                let inv = recip_1_2::<N>(one + e);
-                                let positive = s.greater_equal(&zero);
-                                let sigmoid = select_many(positive, inv, e * inv);
-                                out[at] = (sigmoid - off_v) * scale_v * mask[v];
-                                let softplus = select_many(positive, s, zero) + ln_1p_01::<N>(e);
-                                loss += (softplus - off_v * s) * mask[v];
-                            } else {
-                                out[at] = s;
+                        for r in 0..tr {
+                            if e0 + r < end {
+                                let s = acc[r * tv + v];
+                                let a = Vector::abs(s);
+                                let e = lane_exp::<N>(zero - a, polynomial_exp);
+                                let one_e = one + e;
+                                let inv = recip_1_2::<N>(one_e);
+                                let sigmoid = select_many(s.greater_equal(&zero), inv, e * inv);
+                                out[(p * n_rows + e0 + r) * tv + v] =
+                                    fma(sigmoid, scale_v, minus_off_scaled);
+                                linear = fma(s, half_minus_off, fma(a, half, linear));
+                                product *= one_e;
+                            }
+                        }
+                        let column = linear + ln_from_1::<N>(product);
+                        loss = fma(column, lane_mask::<N>(p * tv + v, queries), loss);
+                    }
+                } else {
+                    #[unroll]
+                    for r in 0..tr {
+                        if e0 + r < end {
+                            #[unroll]
+                            for v in 0..tv {
+                                out[(p * n_rows + e0 + r) * tv + v] = acc[r * tv + v];
                             }
                         }
                     }

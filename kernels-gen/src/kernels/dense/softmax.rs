@@ -3,7 +3,7 @@
 
 use cubecl::prelude::*;
 
-use super::tile::lane_mask;
+use super::tile::{lane_exp, lane_mask};
 
 /// `scores ← scale · (exp(scores − lse) − off)` over the rows a unit owns: `softmax − off`, the
 /// gradient of the cross-entropy against target `off` everywhere (the true entities are
@@ -20,6 +20,7 @@ pub fn softmax_grad<N: Size>(
     scale: f32,
     off: f32,
     #[comptime] panel_vectors: usize,
+    #[comptime] polynomial_exp: bool,
 ) {
     let n_rows = rows as usize;
     let pv = comptime!(panel_vectors);
@@ -27,20 +28,25 @@ pub fn softmax_grad<N: Size>(
     let begin = ABSOLUTE_POS * rows_per_unit as usize;
     let end = min(begin + rows_per_unit as usize, n_rows);
     let scale_v = Vector::<f32, N>::new(scale);
-    let off_v = Vector::<f32, N>::new(off);
+    let minus_off = Vector::<f32, N>::new(-off);
     for p in 0..panels {
+        // Per lane: the query's log-sum-exp, and `scale` (0 in padding lanes) and
+        // `−off · scale`, so each value is one exponential and one multiply-add.
         let mut l = Array::<Vector<f32, N>>::new(pv);
-        let mut mask = Array::<Vector<f32, N>>::new(pv);
+        let mut times = Array::<Vector<f32, N>>::new(pv);
+        let mut plus = Array::<Vector<f32, N>>::new(pv);
         #[unroll]
         for v in 0..pv {
             l[v] = lse[p * pv + v];
-            mask[v] = lane_mask::<N>(p * pv + v, queries) * scale_v;
+            times[v] = lane_mask::<N>(p * pv + v, queries) * scale_v;
+            plus[v] = minus_off * times[v];
         }
         for e in begin..end {
             let at = (p * n_rows + e) * pv;
             #[unroll]
             for v in 0..pv {
-                scores[at + v] = (Vector::exp(scores[at + v] - l[v]) - off_v) * mask[v];
+                let softmax = lane_exp::<N>(scores[at + v] - l[v], polynomial_exp);
+                scores[at + v] = fma(softmax, times[v], plus[v]);
             }
         }
     }
