@@ -361,14 +361,16 @@ impl LocalTable {
     }
 
     /// [`LocalTable::apply_grouped_parts`] after gradient rows that are already on the device:
-    /// `dense` holds `dense_rows` `f32` rows first and room after them, where `parts` are
-    /// written; `segments`' inputs index the whole buffer (`dense_rows` first). For a step whose
-    /// gradient of every row is computed on the device (a dense product) and summed with rows
-    /// that arrive from elsewhere.
+    /// `dense` holds `dense_rows` `f32` rows first and, usually, room after them, where `parts`
+    /// are written; `segments`' inputs index the whole buffer (`dense_rows` first). For a step
+    /// whose gradient of every row is computed on the device (a dense product) and summed with
+    /// rows that arrive from elsewhere. When `parts` do not fit the room, the dense rows are
+    /// copied into a buffer that holds both (slower, never wrong: how many rows arrive is only
+    /// known after the exchange, so a shortfall must not fail one rank of a collective step).
     ///
     /// # Errors
-    /// As [`LocalTable::apply_grouped`], and [`KernelError::ShapeMismatch`] when `parts` do not
-    /// fit the room; nothing changes then.
+    /// As [`LocalTable::apply_grouped`], and [`KernelError::ShapeMismatch`] when `parts` are
+    /// not whole rows or `dense` is smaller than its rows; nothing changes then.
     pub fn apply_grouped_after_device(
         &mut self,
         segments: &Segments,
@@ -379,21 +381,30 @@ impl LocalTable {
     ) -> Result<(), KernelError> {
         let row_bytes = 4 * self.dim();
         let sparse: usize = parts.iter().map(|p| p.len()).sum();
-        let total = dense_rows * row_bytes + sparse;
-        if !sparse.is_multiple_of(row_bytes) || total > dense.size_in_used() as usize {
+        let (dense_bytes, room) = (dense_rows * row_bytes, dense.size_in_used() as usize);
+        if !sparse.is_multiple_of(row_bytes) || dense_bytes > room {
             return Err(KernelError::ShapeMismatch {
-                what: "gradient rows after the device rows (whole f32 rows, within the room)",
-                expected: dense.size_in_used() as usize,
-                got: total,
+                what: "gradient rows after the device rows (whole f32 rows)",
+                expected: room,
+                got: dense_bytes + sparse,
             });
         }
+        let total = dense_bytes + sparse;
         let inputs = total / row_bytes;
         self.check_rows(&segments.rows)?;
         segments.check(inputs)?;
         let parts: Vec<Bytes> = parts.into_iter().filter(|p| !p.is_empty()).collect();
-        let client = self.kernels.client();
-        write_parts(client, dense, dense_rows * row_bytes, parts);
-        self.run_step(segments, dense.clone(), inputs, params)
+        let client = self.kernels.client().clone();
+        let grads = if total <= room {
+            dense.clone()
+        } else {
+            let mut rows = crate::wait::read_one(&client, dense.clone())?.to_vec();
+            rows.truncate(dense_bytes);
+            rows.resize(total, 0);
+            client.create(Bytes::from_bytes_vec(rows))
+        };
+        write_parts(&client, &grads, dense_bytes, parts);
+        self.run_step(segments, grads, inputs, params)
     }
 
     /// Uploads the step's segments and parameters and runs the fused update on `grads`.

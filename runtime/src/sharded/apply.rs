@@ -292,7 +292,8 @@ impl ShardedTable<'_> {
 
 /// A gradient of every row of a rank's shard on the device (see
 /// [`ShardedTable::apply_gradients_with_device`]): `handle` holds `rows` `f32` rows in local row
-/// order, then room for the rows routed to this rank (one per id of the global batch at most).
+/// order, then room for the rows routed to this rank (one per id of the global batch at most;
+/// with less, the rows are copied into a larger buffer — slower, not wrong).
 #[derive(Clone, Copy, Debug)]
 pub struct DeviceGradient<'a> {
     /// The device buffer.
