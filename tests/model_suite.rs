@@ -340,7 +340,7 @@ pub fn check_softmax_step<S: ScoringFunction>(
     backend: Backend,
     reference: Score,
     n3: f64,
-    dropout: f32,
+    dropout: (f32, f32),
 ) {
     let heads = [0, 4, 4, 13, 19, 7];
     let relations = [1, 0, 2, 2, 1, 0];
@@ -363,7 +363,7 @@ pub fn check_softmax_step<S: ScoringFunction>(
                     relations: regularizer,
                 });
             }
-            model.set_dropout(dropout)?;
+            model.set_dropouts(dropout.0, dropout.1)?;
             let mine = share(n, rank, world);
             let lists: Vec<&[u32]> = mine.clone().map(|i| labels.get(i)).collect();
             model
@@ -383,13 +383,13 @@ pub fn check_softmax_step<S: ScoringFunction>(
         let scale = 1.0 / n as f64;
         let segments = S::SEGMENTS;
         // The first step's dropout masks, as the model draws them (seed 3, step 0).
-        let mask = |side, width| {
-            rowshard::model::dropout_mask(dropout, sgd_spec().seed, 0, side, 0, n, width)
+        let mask = |p, side, width| {
+            rowshard::model::dropout_mask(p, sgd_spec().seed, 0, side, 0, n, width)
         };
-        let (head_mask, relation_mask) = if dropout > 0.0 {
+        let (head_mask, relation_mask) = if dropout != (0.0, 0.0) {
             (
-                mask(rowshard::model::DropoutSide::Head, STEP_DIM),
-                mask(rowshard::model::DropoutSide::Relation, rdim),
+                mask(dropout.0, rowshard::model::DropoutSide::Head, STEP_DIM),
+                mask(dropout.1, rowshard::model::DropoutSide::Relation, rdim),
             )
         } else {
             (vec![1.0; n * STEP_DIM], vec![1.0; n * rdim])
@@ -450,7 +450,7 @@ pub fn check_softmax_step<S: ScoringFunction>(
             }
         }
         let what = format!(
-            "{} softmax (N3 {n3}, dropout {dropout}), {world} ranks",
+            "{} softmax (N3 {n3}, dropout {dropout:?}), {world} ranks",
             S::NAME
         );
         assert_tables(&format!("{what}: entities"), &e1, &e_want);

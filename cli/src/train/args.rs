@@ -103,6 +103,12 @@ pub struct TrainArgs {
     /// 1vsall), in [0, 1).
     #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
     pub dropout: f32,
+    /// Dropout probability of the head rows alone (overrides --dropout), in [0, 1).
+    #[arg(long, value_parser = parse_fraction)]
+    pub entity_dropout: Option<f32>,
+    /// Dropout probability of the relation rows alone (overrides --dropout), in [0, 1).
+    #[arg(long, value_parser = parse_fraction)]
+    pub relation_dropout: Option<f32>,
     /// Learning-rate schedule: constant, cosine, or exp:GAMMA (per epoch).
     #[arg(long, default_value = "constant", value_parser = parse_schedule)]
     pub lr_schedule: LrSchedule,

@@ -56,7 +56,13 @@ pub(super) fn run_rank<S: ScoringFunction>(
         model.jit_time().as_secs_f64() * 1e3
     ));
     model.set_regularization(plan.regularization);
-    model.set_dropout(plan.args.dropout).map_err(fail)?;
+    let args = &plan.args;
+    model
+        .set_dropouts(
+            args.entity_dropout.unwrap_or(args.dropout),
+            args.relation_dropout.unwrap_or(args.dropout),
+        )
+        .map_err(fail)?;
     let mut trainer = Trainer::new(data, plan.config.clone());
     if let Some(path) = &plan.args.resume {
         let manifest = checkpoint::load(&mut model, path, data.vocabulary_digest())

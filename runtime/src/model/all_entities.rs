@@ -324,8 +324,8 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let n = heads.len();
         let dim = self.spec.settings.dim;
         let head_rows = self.entities.lookup(heads)?;
-        let p = self.dropout;
-        if p == 0.0 {
+        let (p_head, p_relation) = self.dropout;
+        if p_head == 0.0 && p_relation == 0.0 {
             return Ok(QueryInputs {
                 head_rows_fed: head_rows.clone(),
                 head_rows,
@@ -335,9 +335,9 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             });
         }
         let (seed, step) = (self.spec.seed, self.entities.step());
-        let head_mask = Masks::new(p, seed, step, DropoutSide::Head, offset, n, dim);
+        let head_mask = Masks::new(p_head, seed, step, DropoutSide::Head, offset, n, dim);
         let relation_mask = Masks::new(
-            p,
+            p_relation,
             seed,
             step,
             DropoutSide::Relation,

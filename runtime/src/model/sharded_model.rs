@@ -28,8 +28,9 @@ pub struct ShardedModel<'c, S: ScoringFunction> {
     pub(super) relation_dim: usize,
     /// The regularisers of the rows a step uses.
     pub(super) regularization: Regularization,
-    /// Dropout probability of the query rows (steps against every entity).
-    pub(super) dropout: f32,
+    /// Dropout probabilities of the query rows (steps against every entity): the head's and
+    /// the relation's.
+    pub(super) dropout: (f32, f32),
 }
 
 /// The seed of the relation table, apart from the entity table's.
@@ -105,7 +106,7 @@ impl<'c, S: ScoringFunction> ShardedModel<'c, S> {
             dense: None,
             relation_dim: rdim,
             regularization: Regularization::default(),
-            dropout: 0.0,
+            dropout: (0.0, 0.0),
         };
         model.entities.set_seed(spec.seed as u32);
         if S::TAIL_LINEAR.is_ok() {
@@ -173,12 +174,20 @@ impl<'c, S: ScoringFunction> ShardedModel<'c, S> {
     /// `p` in every later step that scores against every entity (inverted dropout; see
     /// `dropout.rs`); call it on every rank. `p` must be in `[0, 1)`.
     pub fn set_dropout(&mut self, p: f32) -> Result<(), ShardError> {
-        if !(0.0..1.0).contains(&p) {
-            return Err(ShardError::Unsupported(format!(
-                "dropout {p}: a probability in [0, 1) is needed"
-            )));
+        self.set_dropouts(p, p)
+    }
+
+    /// [`ShardedModel::set_dropout`] with a rate for the head rows (the entity table) and one
+    /// for the relation rows, as LibKGE's per-embedder `dropout`.
+    pub fn set_dropouts(&mut self, entity: f32, relation: f32) -> Result<(), ShardError> {
+        for p in [entity, relation] {
+            if !(0.0..1.0).contains(&p) {
+                return Err(ShardError::Unsupported(format!(
+                    "dropout {p}: a probability in [0, 1) is needed"
+                )));
+            }
         }
-        self.dropout = p;
+        self.dropout = (entity, relation);
         Ok(())
     }
 
