@@ -151,6 +151,12 @@ fn bad_input_is_one_line_and_a_non_zero_exit() {
         &["train", "--model", "complex", "--dim", "31"],
         "multiple of 2",
     );
+    // Flags the parser refuses on its own (clap's message, before anything is loaded).
+    let (ok, _, stderr) = rowshard(&["train", "--ranks", "0"]);
+    assert!(
+        !ok && stderr.contains("invalid value '0' for '--ranks <RANKS>'"),
+        "{stderr}"
+    );
     let data = dir.join("data");
     std::fs::create_dir_all(&data).unwrap();
     std::fs::write(data.join("train.txt"), "a\tr\tb\nb r c\n").unwrap();
