@@ -28,7 +28,7 @@ pub struct DenseTiles {
     pub query_grad: Tile,
     /// Table rows per pass of the query gradient (`0`: all of them).
     pub chunk: usize,
-    /// Exponentials of the losses by [`exp_lanes()`](crate::kernels::dense::tile::exp_lanes)
+    /// Exponentials of the losses by [`exp_lanes()`](crate::kernels::dense::tile::exp_lanes())
     /// (a polynomial, on the `cpu` runtime) instead of the runtime's own.
     pub polynomial_exp: bool,
 }
