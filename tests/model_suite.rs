@@ -342,6 +342,53 @@ pub fn check_softmax_step<S: ScoringFunction>(
     n3: f64,
     dropout: (f32, f32),
 ) {
+    check_softmax_against::<S>(backend, reference, n3, dropout, None);
+}
+
+/// [`check_softmax_step`] against shared negatives ([`TrainBatch::SharedNegatives`]): with
+/// `batch`, `negatives` and the batch's true tails, the softmax and its smoothing over those
+/// alone; without, each query's true tails and `negatives`, a negative that is also a true tail
+/// counting twice (once each), and no smoothing.
+pub fn check_shared_negatives_step<S: ScoringFunction>(
+    backend: Backend,
+    reference: Score,
+    n3: f64,
+    negatives: &[u32],
+    batch: bool,
+) {
+    check_softmax_against::<S>(backend, reference, n3, (0.0, 0.0), Some((negatives, batch)));
+}
+
+/// Query `b`'s candidates: every entity, or the negatives and the true tails (the batch's
+/// with batch negatives, else its own, listed before the negatives).
+fn candidates(negatives: Option<(&[u32], bool)>, labels: &IdLists, b: usize) -> Vec<u32> {
+    let Some((negatives, batch)) = negatives else {
+        return (0..ENTITIES as u32).collect();
+    };
+    let distinct = |ids: &mut Vec<u32>| {
+        ids.sort_unstable();
+        ids.dedup();
+    };
+    if batch {
+        let mut ids: Vec<u32> = negatives.iter().chain(labels.all_ids()).copied().collect();
+        distinct(&mut ids);
+        return ids;
+    }
+    let mut own = labels.get(b).to_vec();
+    distinct(&mut own);
+    let mut sample = negatives.to_vec();
+    distinct(&mut sample);
+    own.extend(sample);
+    own
+}
+
+fn check_softmax_against<S: ScoringFunction>(
+    backend: Backend,
+    reference: Score,
+    n3: f64,
+    dropout: (f32, f32),
+    negatives: Option<(&[u32], bool)>,
+) {
     let heads = [0, 4, 4, 13, 19, 7];
     let relations = [1, 0, 2, 2, 1, 0];
     let labels = IdLists::from_lists(&[
@@ -352,7 +399,10 @@ pub fn check_softmax_step<S: ScoringFunction>(
         vec![19],
         vec![7, 7, 11],
     ]);
-    let smoothing = 0.1f64;
+    let smoothing = match negatives {
+        Some((_, false)) => 0.0,
+        _ => 0.1f64,
+    };
     let n = heads.len();
     let regularizer = rowshard::model::Regularizer::N3 { weight: n3 };
     for world in [1, 2, 3] {
@@ -366,16 +416,28 @@ pub fn check_softmax_step<S: ScoringFunction>(
             model.set_dropouts(dropout.0, dropout.1)?;
             let mine = share(n, rank, world);
             let lists: Vec<&[u32]> = mine.clone().map(|i| labels.get(i)).collect();
-            model
-                .train_step(&TrainBatch::AllEntities {
-                    heads: &heads[mine.clone()],
-                    relations: &relations[mine],
-                    labels: &IdLists::from_lists(&lists),
-                    loss: rowshard::EntityLoss::SoftmaxCrossEntropy {
-                        smoothing: smoothing as f32,
-                    },
-                })
-                .map(|_| ())
+            let (heads, relations) = (&heads[mine.clone()], &relations[mine]);
+            let labels = &IdLists::from_lists(&lists);
+            let loss = rowshard::EntityLoss::SoftmaxCrossEntropy {
+                smoothing: smoothing as f32,
+            };
+            let batch = match negatives {
+                None => TrainBatch::AllEntities {
+                    heads,
+                    relations,
+                    labels,
+                    loss,
+                },
+                Some((negatives, batch_negatives)) => TrainBatch::SharedNegatives {
+                    heads,
+                    relations,
+                    labels,
+                    negatives,
+                    batch_negatives,
+                    loss,
+                },
+            };
+            model.train_step(&batch).map(|_| ())
         });
         let rdim = r0.len() / RELATIONS;
         let mut e_want: Vec<f64> = e0.iter().map(|&x| x as f64).collect();
@@ -406,20 +468,27 @@ pub fn check_softmax_step<S: ScoringFunction>(
             let mut true_tails: Vec<u32> = labels.get(b).to_vec();
             true_tails.sort_unstable();
             true_tails.dedup();
-            let y: Vec<f64> = (0..ENTITIES as u32)
-                .map(|e| {
-                    let label = true_tails.contains(&e) as u8 as f64;
-                    (1.0 - smoothing) * label / true_tails.len() as f64
-                        + smoothing / ENTITIES as f64
+            let candidates = candidates(negatives, &labels, b);
+            let count = candidates.len() as f64;
+            // Without batch negatives the true tails come first, the sample after.
+            let apart = matches!(negatives, Some((_, false)));
+            let y: Vec<f64> = candidates
+                .iter()
+                .enumerate()
+                .map(|(c, e)| {
+                    let label = true_tails.contains(e) && (!apart || c < true_tails.len());
+                    let label = label as u8 as f64;
+                    (1.0 - smoothing) * label / true_tails.len() as f64 + smoothing / count
                 })
                 .collect();
-            let s: Vec<f64> = (0..ENTITIES as u32)
-                .map(|e| reference(&h, &r, &row(&e0, e, STEP_DIM)))
+            let s: Vec<f64> = candidates
+                .iter()
+                .map(|&e| reference(&h, &r, &row(&e0, e, STEP_DIM)))
                 .collect();
             let ds = softmax_loss_fd(&s, &y);
-            for e in 0..ENTITIES as u32 {
+            for (c, &e) in candidates.iter().enumerate() {
                 let t = row(&e0, e, STEP_DIM);
-                let g = ds[e as usize] * scale;
+                let g = ds[c] * scale;
                 let [dh, dr, dt] = finite_differences(reference, &h, &r, &t);
                 for i in 0..STEP_DIM {
                     let through = head_mask[b * STEP_DIM + i] as f64;
@@ -450,7 +519,7 @@ pub fn check_softmax_step<S: ScoringFunction>(
             }
         }
         let what = format!(
-            "{} softmax (N3 {n3}, dropout {dropout:?}), {world} ranks",
+            "{} softmax (N3 {n3}, dropout {dropout:?}, negatives {negatives:?}), {world} ranks",
             S::NAME
         );
         assert_tables(&format!("{what}: entities"), &e1, &e_want);

@@ -14,11 +14,12 @@ use rowshard::data::{Dataset, Split};
 use rowshard::error::{InputError, ShardError};
 use rowshard::model::ModelSpec;
 use rowshard::models::{ComplEx, DistMult, RotatE, TransE};
-use rowshard::train::{Filters, Metrics, Mode, TrainConfig, Trainer};
+use rowshard::train::{Filters, Metrics, Mode, Negatives, TrainConfig, Trainer};
 use rowshard::{IdLists, ShardedModel, TrainBatch};
 use rowshard_kernels::Backend;
 use rowshard_tests::model_suite::{
-    check_kvsall_step, check_softmax_step, check_triples_step, sgd_spec,
+    check_kvsall_step, check_shared_negatives_step, check_softmax_step, check_triples_step,
+    sgd_spec,
 };
 use rowshard_tests::scores;
 
@@ -44,6 +45,32 @@ fn a_softmax_step_with_n3_and_dropout_is_the_host_step_on_every_rank_count() {
     check_softmax_step::<ComplEx>(Backend::Cpu, scores::complex, 0.05, (0.3, 0.3));
     // LibKGE's ComplEx setting: a rate per side, the relation's much higher.
     check_softmax_step::<ComplEx>(Backend::Cpu, scores::complex, 0.05, (0.05, 0.44));
+}
+
+#[test]
+fn a_shared_negatives_step_is_the_host_step_on_every_rank_count() {
+    // Negatives that repeat and hit true tails; none but the true tails.
+    let negatives = [1, 1, 6, 10, 16, 19];
+    for batch in [true, false] {
+        let complex = |n3, negatives: &[u32]| {
+            check_shared_negatives_step::<ComplEx>(
+                Backend::Cpu,
+                scores::complex,
+                n3,
+                negatives,
+                batch,
+            )
+        };
+        complex(0.05, &negatives);
+        complex(0.0, &[]);
+        check_shared_negatives_step::<DistMult>(
+            Backend::Cpu,
+            scores::distmult,
+            0.0,
+            &negatives,
+            batch,
+        );
+    }
 }
 
 #[test]
@@ -200,14 +227,20 @@ fn umls_on_1_2_and_4_ranks_and_resumed_under_other_rank_counts_agree() {
 }
 
 /// ComplEx trained 1vsAll with softmax cross-entropy and N3 on UMLS for a few epochs on `world`
-/// ranks: rank 0's test metrics.
-fn umls_softmax_run(data: &Dataset, world: usize) -> Metrics {
+/// ranks, against every entity or shared negatives: rank 0's test metrics.
+fn umls_softmax_run(data: &Dataset, world: usize, negatives: Negatives) -> Metrics {
     let config = TrainConfig {
         mode: Mode::OneVsAll,
+        negatives,
         loss: rowshard::train::Loss::SoftmaxCrossEntropy,
         epochs: 4,
         batch_size: 256,
-        label_smoothing: 0.1,
+        // Label smoothing spreads over candidates every query shares (not without batch
+        // negatives).
+        label_smoothing: match negatives {
+            Negatives::Uniform { batch: false, .. } => 0.0,
+            _ => 0.1,
+        },
         ..TrainConfig::default()
     };
     let mut spec =
@@ -235,15 +268,54 @@ fn umls_softmax_run(data: &Dataset, world: usize) -> Metrics {
 #[test]
 fn umls_1vsall_softmax_n3_on_1_2_and_4_ranks_agree() {
     let data = umls();
-    let one = umls_softmax_run(&data, 1);
-    assert!(one.mrr > 0.3, "4 epochs learn something: {one:?}");
-    for world in [2, 4] {
-        let m = umls_softmax_run(&data, world);
-        assert!(
-            (m.mrr - one.mrr).abs() <= 0.005,
-            "{world} ranks: MRR {} vs {} on one rank",
-            m.mrr,
-            one.mrr
-        );
+    // Against every entity, and against 16 uniform draws (and the batch's true tails).
+    let uniform = |count, batch| Negatives::Uniform { count, batch };
+    for negatives in [Negatives::All, uniform(16, false), uniform(16, true)] {
+        let one = umls_softmax_run(&data, 1, negatives);
+        assert!(one.mrr > 0.3, "4 epochs learn something: {one:?}");
+        for world in [2, 4] {
+            let m = umls_softmax_run(&data, world, negatives);
+            assert!(
+                (m.mrr - one.mrr).abs() <= 0.005,
+                "{negatives:?}, {world} ranks: MRR {} vs {} on one rank",
+                m.mrr,
+                one.mrr
+            );
+        }
     }
+}
+
+#[test]
+fn shared_negatives_train_the_same_bits_from_the_same_seed() {
+    let data = umls();
+    let config = TrainConfig {
+        mode: Mode::OneVsAll,
+        loss: rowshard::train::Loss::SoftmaxCrossEntropy,
+        negatives: Negatives::Uniform {
+            count: 24,
+            batch: false,
+        },
+        epochs: 2,
+        batch_size: 256,
+        ..TrainConfig::default()
+    };
+    let mut spec =
+        ModelSpec::of::<ComplEx>(data.entities.len(), Mode::OneVsAll.model_relations(&data));
+    spec.settings.dim = 16;
+    let run = || -> Vec<u32> {
+        let results = threads::run(2, |comm| -> Result<_, ShardError> {
+            let client = Backend::Cpu.client()?;
+            let mut model = ShardedModel::<ComplEx>::new(comm, &client, &spec)?;
+            let mut trainer = Trainer::new(&data, config.clone());
+            while trainer.epochs_done < config.epochs {
+                trainer.epoch(&mut model, &mut rowshard::train::Silent)?;
+            }
+            model.entities().gather_to_root(0, 7)
+        });
+        let table = results.into_iter().next().unwrap().unwrap().unwrap();
+        table.iter().map(|x| x.to_bits()).collect()
+    };
+    let first = run();
+    assert!(first.iter().any(|&b| b != 0));
+    assert!(first == run(), "two runs from the same seed differ");
 }

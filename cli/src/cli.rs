@@ -95,6 +95,10 @@ pub enum Suite {
     Table,
     /// Training throughput: UMLS and a synthetic graph of `--synthetic-entities` entities.
     Training,
+    /// Shared negatives (1vsAll against 256 or 1,024 sampled entities, with and without batch
+    /// negatives) against 16 independent negatives per triple: the synthetic graph, ComplEx
+    /// dim 128, row-wise AdaGrad.
+    Negatives,
 }
 
 /// Arguments of `rowshard bench`.
@@ -259,6 +263,9 @@ fn cases(args: &BenchArgs, worlds: &[usize]) -> Vec<sharded::Case> {
 }
 
 fn bench(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if args.suite == Suite::Negatives {
+        return bench_negatives(&args);
+    }
     if args.suite == Suite::Training {
         return bench_training(&args);
     }
@@ -314,9 +321,43 @@ fn bench(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+fn bench_negatives(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
+    use crate::bench::training::{TrainCase, print, run, synthetic};
+    use rowshard::train::{Mode, Negatives};
+    let big = synthetic(args.synthetic_entities, 100, args.synthetic_triples, 7);
+    let label = format!("synthetic {}M", args.synthetic_entities as f64 / 1e6);
+    let mut figures = Vec::new();
+    let uniform = |count, batch| Negatives::Uniform { count, batch };
+    for &ranks in &args.ranks {
+        let case = |mode, negatives, batch| TrainCase {
+            data: label.clone(),
+            mode,
+            negatives,
+            complex: true,
+            dim: 128,
+            batch,
+            ranks,
+            steps: args.steps,
+        };
+        for case in [
+            case(Mode::NegSample { neg_ratio: 16 }, Negatives::All, 1024),
+            // 2,048 queries: 1,024 triples, each against the sample for its tail and its head.
+            case(Mode::OneVsAll, uniform(256, false), 2048),
+            case(Mode::OneVsAll, uniform(1024, false), 2048),
+            case(Mode::OneVsAll, uniform(256, false), 8192),
+            case(Mode::OneVsAll, uniform(256, true), 2048),
+        ] {
+            figures.push(run(args.workload.backend, &big, &case)?);
+            eprintln!("  measured {:?} on {ranks} ranks", case.mode);
+        }
+    }
+    print(args.workload.backend, &figures);
+    Ok(())
+}
+
 fn bench_training(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     use crate::bench::training::{TrainCase, print, run, synthetic};
-    use rowshard::train::Mode;
+    use rowshard::train::{Mode, Negatives};
     let umls =
         rowshard::data::Dataset::load(concat!(env!("CARGO_MANIFEST_DIR"), "/../datasets/umls"))?;
     let big = synthetic(args.synthetic_entities, 100, args.synthetic_triples, 7);
@@ -331,6 +372,8 @@ fn bench_training(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
                 TrainCase {
                     data: "UMLS".into(),
                     mode,
+                    negatives: Negatives::All,
+                    complex: false,
                     dim: 32,
                     batch: 1024,
                     ranks,
@@ -345,6 +388,8 @@ fn bench_training(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             TrainCase {
                 data: label.clone(),
                 mode: Mode::NegSample { neg_ratio: 4 },
+                negatives: Negatives::All,
+                complex: false,
                 dim: 128,
                 batch: 1024,
                 ranks,
@@ -356,6 +401,8 @@ fn bench_training(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             TrainCase {
                 data: label.clone(),
                 mode: Mode::KvsAll,
+                negatives: Negatives::All,
+                complex: false,
                 dim: 128,
                 batch: 128,
                 ranks,

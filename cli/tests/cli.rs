@@ -151,7 +151,16 @@ fn bad_input_is_one_line_and_a_non_zero_exit() {
         &["train", "--model", "complex", "--dim", "31"],
         "multiple of 2",
     );
+    refused(
+        &["train", "--mode", "negsample", "--negatives", "uniform:8"],
+        "--negatives applies to kvsall and 1vsall",
+    );
     // Flags the parser refuses on its own (clap's message, before anything is loaded).
+    let (ok, _, stderr) = rowshard(&["train", "--negatives", "uniform:0"]);
+    assert!(
+        !ok && stderr.contains("a positive number of negatives is needed"),
+        "{stderr}"
+    );
     let (ok, _, stderr) = rowshard(&["train", "--ranks", "0"]);
     assert!(
         !ok && stderr.contains("invalid value '0' for '--ranks <RANKS>'"),

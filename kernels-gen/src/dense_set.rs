@@ -100,9 +100,9 @@ pub struct Split {
 
 impl Split {
     /// The split of `items` in tiles of `tile_rows` and `panels` panels: on the `cpu` runtime one
-    /// cube of at most [`CPU_UNITS`] units, each a contiguous range of whole tiles (panels are
-    /// split only when there are too few items to keep the units busy); on GPUs a unit per tile
-    /// and panel.
+    /// cube of [`CPU_UNITS`] units, each a contiguous range of whole tiles or nothing (panels
+    /// are split only when there are too few items to keep the units busy); on GPUs a unit per
+    /// tile and panel.
     pub fn new(client: &Client, items: usize, tile_rows: usize, panels: usize) -> Self {
         let items = items.max(1);
         let panels = panels.max(1);
@@ -122,7 +122,13 @@ impl Split {
         let groups = items.div_ceil(per_unit);
         let panel_groups = panels.div_ceil(panels_per_unit) as u32;
         let (cubes, cube_dim) = if cpu {
-            (1, groups as u32)
+            // As many units along `x` as fit beside the panel groups, whether or not each owns
+            // items: a launch's shape then depends on `panel_groups` alone, and the `cpu`
+            // runtime compiles a kernel once per shape (hundreds of milliseconds) — a block
+            // whose row count changes from step to step (shared negatives) would otherwise
+            // compile anew at every step.
+            let fit = CPU_UNITS as usize / panel_groups as usize;
+            (1, fit.max(groups) as u32)
         } else {
             (groups.div_ceil(GPU_UNITS as usize) as u32, GPU_UNITS)
         };

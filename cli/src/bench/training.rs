@@ -1,7 +1,9 @@
 //! Training throughput: steady-state steps of a sharded model on a knowledge graph — the shipped
 //! UMLS, and a synthetic graph of a million entities — over thread ranks. Reported as training
-//! triples per second (KvsAll: the true triples its queries' labels cover; negative sampling: the
-//! true triples, each with its corruptions).
+//! triples per second (KvsAll: the true triples its queries' labels cover; 1vsAll: half its
+//! queries, a triple's tail and head; negative sampling: the true triples, each with its
+//! corruptions). The negatives suite sets shared negatives (1vsAll against a sample) beside
+//! independent ones, ComplEx with row-wise AdaGrad.
 
 use std::time::{Duration, Instant};
 
@@ -10,19 +12,25 @@ use rowshard::data::Dataset;
 use rowshard::error::ShardError;
 use rowshard::init::SplitMix64;
 use rowshard::model::{ModelDefaults, ModelSpec, ScoringFunction};
-use rowshard::models::DistMult;
-use rowshard::train::Mode;
-use rowshard::train::batches::{NegativeBatch, QuerySet, batches, share, shuffled};
-use rowshard::{IdLists, ShardedModel, TrainBatch};
-use rowshard_kernels::Backend;
+use rowshard::models::{ComplEx, DistMult};
+use rowshard::train::batches::{
+    NegativeBatch, QuerySet, batches, share, shared_negatives, shuffled,
+};
+use rowshard::train::{Mode, Negatives};
+use rowshard::{EntityLoss, IdLists, ShardedModel, TrainBatch};
+use rowshard_kernels::{Backend, Optimizer};
 
 /// One measured configuration.
 #[derive(Clone, Debug)]
 pub struct TrainCase {
     /// Data set label.
     pub data: String,
-    /// KvsAll or negative sampling.
+    /// KvsAll, 1vsAll or negative sampling.
     pub mode: Mode,
+    /// What KvsAll and 1vsAll score against.
+    pub negatives: Negatives,
+    /// ComplEx with row-wise AdaGrad (the negatives suite), else DistMult with Adam.
+    pub complex: bool,
     /// Entity row length.
     pub dim: usize,
     /// Global batch (queries or true triples).
@@ -75,9 +83,13 @@ pub fn synthetic(entities: usize, relations: usize, triples: usize, seed: u64) -
     }
 }
 
-/// Runs `case` with DistMult on `data`.
+/// Runs `case` on `data`.
 pub fn run(backend: Backend, data: &Dataset, case: &TrainCase) -> Result<TrainFigure, ShardError> {
-    run_model::<DistMult>(backend, data, case)
+    if case.complex {
+        run_model::<ComplEx>(backend, data, case)
+    } else {
+        run_model::<DistMult>(backend, data, case)
+    }
 }
 
 fn run_model<S: ScoringFunction + ModelDefaults>(
@@ -87,6 +99,12 @@ fn run_model<S: ScoringFunction + ModelDefaults>(
 ) -> Result<TrainFigure, ShardError> {
     let mut spec = ModelSpec::of::<S>(data.entities.len(), case.mode.model_relations(data));
     spec.settings.dim = case.dim;
+    if case.complex {
+        let optimizer = rowshard::model::OptimizerSettings::new(Optimizer::RowWiseAdaGrad);
+        spec.settings.entity = optimizer.clone().with_lr(0.1);
+        spec.settings.relation = optimizer.with_lr(0.1);
+    }
+    let entities = data.entities.len() as u32;
     let relations = data.relations.len() as u32;
     let kvsall = match case.mode {
         Mode::KvsAll => Some(QuerySet::kvsall(&data.train, relations)),
@@ -115,16 +133,40 @@ fn run_model<S: ScoringFunction + ModelDefaults>(
                     let lists: Vec<&[u32]> =
                         mine.iter().map(|&i| set.labels.get(i as usize)).collect();
                     if step > 0 {
-                        triples += batch
-                            .iter()
-                            .map(|&i| set.labels.get(i as usize).len())
-                            .sum::<usize>();
+                        triples += match case.mode {
+                            Mode::OneVsAll => batch.len() / 2,
+                            _ => batch
+                                .iter()
+                                .map(|&i| set.labels.get(i as usize).len())
+                                .sum::<usize>(),
+                        };
                     }
-                    model.train_step(&TrainBatch::KvsAll {
-                        heads: &heads,
-                        relations: &rels,
-                        labels: &IdLists::from_lists(&lists),
-                        smoothing: 0.0,
+                    let labels = IdLists::from_lists(&lists);
+                    let loss = match case.mode {
+                        Mode::OneVsAll => EntityLoss::SoftmaxCrossEntropy { smoothing: 0.0 },
+                        _ => EntityLoss::BinaryCrossEntropy { smoothing: 0.0 },
+                    };
+                    let negatives = match case.negatives {
+                        Negatives::All => None,
+                        Negatives::Uniform { count, batch } => {
+                            Some((shared_negatives(entities, count, 1, 0, step), batch))
+                        }
+                    };
+                    model.train_step(&match &negatives {
+                        None => TrainBatch::AllEntities {
+                            heads: &heads,
+                            relations: &rels,
+                            labels: &labels,
+                            loss,
+                        },
+                        Some((negatives, batch)) => TrainBatch::SharedNegatives {
+                            heads: &heads,
+                            relations: &rels,
+                            labels: &labels,
+                            negatives,
+                            batch_negatives: *batch,
+                            loss,
+                        },
                     })?;
                 }
                 (None, Mode::NegSample { neg_ratio }) => {
@@ -159,9 +201,13 @@ fn run_model<S: ScoringFunction + ModelDefaults>(
 
 /// Prints the figures as a table.
 pub fn print(backend: Backend, figures: &[TrainFigure]) {
+    let model = match figures.first() {
+        Some(f) if f.case.complex => "ComplEx, row-wise AdaGrad",
+        _ => "DistMult, Adam",
+    };
     println!(
-        "training throughput: DistMult, Adam, {backend} runtime, thread ranks (median step, \
-         after one warm-up step)"
+        "training throughput: {model}, {backend} runtime, thread ranks (median step, after one \
+         warm-up step)"
     );
     println!(
         "{:<22} {:<14} {:>4} {:>6} {:>6} {:>10} {:>16} {:>9}",
@@ -169,9 +215,13 @@ pub fn print(backend: Backend, figures: &[TrainFigure]) {
     );
     for f in figures {
         let c = &f.case;
-        let mode = match c.mode {
-            Mode::NegSample { neg_ratio } => format!("negsample({neg_ratio})"),
-            other => other.name().to_string(),
+        let mode = match (c.mode, c.negatives) {
+            (Mode::NegSample { neg_ratio }, _) => format!("negsample({neg_ratio})"),
+            (other, Negatives::Uniform { count, batch }) => {
+                let batch = if batch { "+batch" } else { "" };
+                format!("{}+shared({count}{batch})", other.name())
+            }
+            (other, Negatives::All) => other.name().to_string(),
         };
         println!(
             "{:<22} {:<14} {:>4} {:>6} {:>6} {:>10.2} {:>16.0} {:>9.2}",

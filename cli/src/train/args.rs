@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use rowshard::model::{InitScheme, Regularizer};
 use rowshard::partition::PartitionScheme;
-use rowshard::train::LrSchedule;
+use rowshard::train::{LrSchedule, Negatives};
 use rowshard_kernels::{Backend, DType};
 
 use crate::hyper::HyperArgs;
@@ -83,6 +83,11 @@ pub struct TrainArgs {
     /// Loss of kvsall and 1vsall (default: bce for kvsall, ce for 1vsall).
     #[arg(long, value_enum)]
     pub loss: Option<LossArg>,
+    /// What kvsall and 1vsall score each query against: all (every entity), uniform:N (its true
+    /// tails and N uniform entities drawn per step, shared by the batch) or uniform:N,batch
+    /// (also the batch's true tails).
+    #[arg(long, default_value = "all", value_parser = parse_negatives)]
+    pub negatives: Negatives,
     /// Corruptions per true triple (negsample).
     #[arg(long, default_value_t = 4)]
     pub neg_ratio: usize,
@@ -211,6 +216,25 @@ fn parse_schedule(s: &str) -> Result<LrSchedule, String> {
                 "unknown schedule `{s}`; expected constant, cosine or exp:GAMMA with 0 < GAMMA ≤ 1"
             )),
         },
+    }
+}
+
+fn parse_negatives(s: &str) -> Result<Negatives, String> {
+    let (uniform, batch) = match s.strip_suffix(",batch") {
+        Some(rest) => (rest, true),
+        None => (s, false),
+    };
+    match uniform.split_once(':') {
+        None if s == "all" => Ok(Negatives::All),
+        Some(("uniform", n)) => match n.parse::<usize>() {
+            Ok(count) if count > 0 => Ok(Negatives::Uniform { count, batch }),
+            _ => Err(format!(
+                "`{n}` in `{s}`: a positive number of negatives is needed"
+            )),
+        },
+        _ => Err(format!(
+            "unknown negatives `{s}`; expected all, uniform:N or uniform:N,batch"
+        )),
     }
 }
 

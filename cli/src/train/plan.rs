@@ -5,7 +5,7 @@ use rowshard::data::Dataset;
 use rowshard::model::{
     ModelDefaults, ModelSpec, OptimizerSettings, Regularization, ScoringFunction,
 };
-use rowshard::train::{EpochReport, Loss, Mode, TrainConfig};
+use rowshard::train::{EpochReport, Loss, Mode, Negatives, TrainConfig};
 use rowshard_kernels::Optimizer;
 
 use super::args::{LossArg, ModeArg, TrainArgs};
@@ -99,6 +99,22 @@ impl<'a> Plan<'a> {
                 "--reg applies to kvsall and 1vsall; negsample trains without a regulariser".into(),
             );
         }
+        if args.negatives != Negatives::All && !mode.all_entities() {
+            return Err(
+                "--negatives applies to kvsall and 1vsall; negsample draws its own per triple \
+                 (--neg-ratio)"
+                    .into(),
+            );
+        }
+        if matches!(args.negatives, Negatives::Uniform { batch: false, .. })
+            && args.label_smoothing > 0.0
+        {
+            return Err(
+                "--label-smoothing with --negatives uniform:N needs batch negatives \
+                 (uniform:N,batch): it spreads over candidates every query shares"
+                    .into(),
+            );
+        }
         if args.patience > 0 && args.eval_every == 0 {
             return Err("--patience needs --eval-every: evaluations to be patient with".into());
         }
@@ -125,6 +141,7 @@ impl<'a> Plan<'a> {
             config: TrainConfig {
                 mode,
                 loss,
+                negatives: args.negatives,
                 epochs: args.epochs as usize,
                 batch_size: args.batch_size as usize,
                 seed: args.seed,
@@ -138,7 +155,8 @@ impl<'a> Plan<'a> {
     /// `, N effective GFLOP/s` for an epoch that scores against every entity (6 · dim flops per
     /// (query, entity) pair: scores, table gradient, query gradient), else nothing.
     pub fn epoch_speed(&self, report: &EpochReport) -> String {
-        if !self.config.mode.all_entities() || report.seconds <= 0.0 {
+        let shared = self.config.negatives != Negatives::All;
+        if !self.config.mode.all_entities() || shared || report.seconds <= 0.0 {
             return String::new();
         }
         let pairs = report.examples as f64 * self.spec.entities as f64;

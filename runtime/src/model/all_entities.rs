@@ -8,6 +8,10 @@
 //! softmax cross-entropy each rank first reduces its shard to a (max, Σ exp) per query, the ranks
 //! combine those into the log-sum-exp, and each computes its shard's gradient from it. No rank
 //! holds a whole score row or the whole table.
+//!
+//! With shared negatives the same step runs against a sample instead of every entity: each rank
+//! gathers its share of the sampled ids and of the batch's true tails into one block, and their
+//! gradient goes back through the sparse optimizer step like any looked-up row's.
 
 use std::ops::Range;
 
@@ -18,15 +22,15 @@ use rowshard_kernels::kernels::dense::ScoreEpilogue;
 
 use super::dropout::{DropoutSide, Masks};
 use super::id_lists::IdLists;
+use super::positives::Positives;
 use super::regularize::StepRows;
 use super::scoring::DeviceRows;
 use super::scoring::ScoringFunction;
 use super::sharded_model::ShardedModel;
 use super::train::{EntityLoss, StepReport, length_error};
-use crate::agree::{agree_on_input, all_values, sum_f64};
+use crate::agree::{agree_on, agree_on_input, all_values, sum_f64};
 use crate::comm::{Communicator, from_bytes, to_bytes};
 use crate::error::{InputError, ShardError};
-use crate::partition::Partition;
 use crate::sharded::DeviceGradient;
 
 /// Scores (or their gradients) of at most this many (query, entity) pairs make one block.
@@ -43,13 +47,13 @@ struct BlockLabels {
     excess: Vec<f32>,
 }
 
-/// Splits every query's true entities (deduplicated) that `rank` owns into `blocks`; each label
-/// gets its target excess over `off`: `1 − ε` for binary cross-entropy, `(1 − ε) / |labels|`
-/// for the softmax.
+/// Splits every query's true entities (deduplicated) that this rank scores into `blocks` of
+/// candidate rows; `row` maps a global id to its candidate row on this rank (`None`: another
+/// rank's). Each label gets its target excess over `off`: `1 − ε` for binary cross-entropy,
+/// `(1 − ε) / |labels|` for the softmax.
 fn block_labels(
     labels: &IdLists,
-    partition: &Partition,
-    rank: usize,
+    row: impl Fn(u32) -> Option<u32>,
     blocks: &[Range<usize>],
     loss: EntityLoss,
 ) -> Vec<BlockLabels> {
@@ -66,9 +70,8 @@ fn block_labels(
             EntityLoss::SoftmaxCrossEntropy { .. } => keep / ids.len() as f32,
         };
         for &id in &ids {
-            let (owner, local) = partition.locate(id);
-            if owner == rank {
-                mine.push((local, b as u32, excess));
+            if let Some(r) = row(id) {
+                mine.push((r, b as u32, excess));
             }
         }
     }
@@ -92,6 +95,27 @@ fn block_labels(
     out
 }
 
+/// The rows one rank scores a step's queries against: its whole shard, or its share of the
+/// step's shared candidates.
+struct Candidates {
+    /// The local rows scored, ascending (`None`: every row of the shard, in order).
+    rows: Option<Vec<u32>>,
+    /// Their weights on the device, in the table's dtype: the shard's, or the gathered rows.
+    table: Handle,
+    /// Rows this rank scores.
+    count: usize,
+    /// Rows every query is scored against, over all ranks: the `N` of the losses' means and
+    /// of label smoothing.
+    global: usize,
+}
+
+impl Candidates {
+    /// The local row of candidate row `row`.
+    fn local(&self, row: u32) -> u32 {
+        self.rows.as_ref().map_or(row, |rows| rows[row as usize])
+    }
+}
+
 /// Per query, the log-sum-exp over every rank's shard from each rank's `(max, Σ exp(s − max))`,
 /// combined in rank order so every rank gets the same values.
 fn global_log_sum_exp(comm: &dyn Communicator, local: &[[f64; 3]]) -> Result<Vec<f64>, ShardError> {
@@ -107,6 +131,9 @@ fn global_log_sum_exp(comm: &dyn Communicator, local: &[[f64; 3]]) -> Result<Vec
                 .iter()
                 .map(|p| p[2 * b])
                 .fold(f64::NEG_INFINITY, f64::max);
+            if max == f64::NEG_INFINITY {
+                return max; // no rank scored anything (an empty sample)
+            }
             let sum: f64 = parts
                 .iter()
                 .map(|p| p[2 * b + 1] * (p[2 * b] - max).exp())
@@ -122,13 +149,15 @@ fn read_sum(dense: &DenseKernels, handle: Handle, len: usize) -> Result<f64, Sha
 }
 
 impl<S: ScoringFunction> ShardedModel<'_, S> {
-    /// One step of `loss` on this rank's queries against every entity. A collective.
+    /// One step of `loss` on this rank's queries against every entity, or against the shared
+    /// candidates: `negatives` and the global batch's true tails. A collective.
     pub(super) fn train_all_entities(
         &mut self,
         heads: &[u32],
         relations: &[u32],
         labels: &IdLists,
         loss: EntityLoss,
+        negatives: Option<SharedNegatives>,
     ) -> Result<StepReport, ShardError> {
         let n = heads.len();
         let entities = self.spec.entities;
@@ -139,6 +168,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 heads
                     .iter()
                     .chain(labels.all_ids())
+                    .chain(negatives.map_or(&[][..], |s| s.ids))
                     .find(|&&id| id as usize >= entities)
                     .map(|&id| InputError::IdOutOfRange {
                         id: id as u64,
@@ -157,6 +187,23 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 EntityLoss::BinaryCrossEntropy { .. } => None,
             });
         agree_on_input(self.comm, verdict)?;
+        if let Some(shared) = negatives {
+            let what = format!(
+                "{}, batch negatives: {}",
+                describe_ids(shared.ids),
+                shared.batch
+            );
+            agree_on(self.comm, &[("the shared negatives", what)])?;
+            if !shared.batch && smoothing > 0.0 {
+                return Err(ShardError::Unsupported(
+                    "label smoothing with shared negatives needs batch negatives (it spreads \
+                     over the candidates, and without them each query has its own)"
+                        .into(),
+                ));
+            }
+        }
+        // Without batch negatives each query's positives are scored apart from the sample.
+        let apart = negatives.is_some_and(|s| !s.batch);
         let Some(dense) = self.dense.clone() else {
             let why = S::TAIL_LINEAR.err().unwrap_or_default();
             return Err(ShardError::Unsupported(format!(
@@ -197,37 +244,71 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         for part in self.comm.all_gather(&to_bytes(&labels.encode()))? {
             labels_all.extend_encoded(&from_bytes::<u32>(&part));
         }
+        let positives = if apart {
+            let (owners, ids) = Positives::ids(labels);
+            let rows = self.entities.lookup(&ids)?;
+            Some(Positives::new(owners, ids, rows, &q, dim))
+        } else {
+            None
+        };
 
-        // Every query against this rank's shard, in blocks of rows.
+        // Every query against this rank's candidates, in blocks of rows.
         let partition = self.entities.partition().clone();
-        let local = partition.local_rows(rank);
-        let weights = self.entities.shard().buffers().weights.clone();
+        let candidates = self.candidates(negatives, &labels_all)?;
+        // Labels among the scored rows: none when the positives are scored apart.
+        let count = candidates.count;
         let queries = dense.upload_queries(&q_all, total);
         let block_rows = (BLOCK / queries.padded).max(1);
-        let blocks: Vec<Range<usize>> = (0..local.div_ceil(block_rows))
-            .map(|i| i * block_rows..((i + 1) * block_rows).min(local))
+        let blocks: Vec<Range<usize>> = (0..count.div_ceil(block_rows))
+            .map(|i| i * block_rows..((i + 1) * block_rows).min(count))
             .collect();
-        let targets = block_labels(&labels_all, &partition, rank, &blocks, loss);
+        let row = |id: u32| {
+            let (owner, local) = partition.locate(id);
+            match &candidates.rows {
+                _ if owner != rank || apart => None,
+                None => Some(local),
+                Some(rows) => rows.binary_search(&local).ok().map(|r| r as u32),
+            }
+        };
+        let targets = block_labels(&labels_all, row, &blocks, loss);
         let block = |range: &Range<usize>| TableBlock {
-            table: &weights,
-            table_len: local * dim,
+            table: &candidates.table,
+            table_len: count * dim,
             first: range.start,
             rows: range.len(),
         };
-        // The shard's gradient, with room after it for the rows the step routes here: a head
-        // of any rank, a true tail or a distinct row of this rank's (regularisers).
-        let tails: Vec<u32> = targets
-            .iter()
-            .zip(&blocks)
-            .flat_map(|(t, b)| t.rows.iter().map(move |&r| r + b.start as u32))
-            .collect();
-        let room = total + tails.len() + local;
-        let dw = client.empty(((local + room) * dim).max(1) * 4);
+        // The true tails this rank owns, as local rows (the regularisers').
+        let tails: Vec<u32> = if apart {
+            let (_, ids) = Positives::ids(&labels_all);
+            ids.iter()
+                .map(|&id| partition.locate(id))
+                .filter_map(|(owner, local)| (owner == rank).then_some(local))
+                .collect()
+        } else {
+            targets
+                .iter()
+                .zip(&blocks)
+                .flat_map(|(t, b)| t.rows.iter().map(move |&r| r + b.start as u32))
+                .map(|r| candidates.local(r))
+                .collect()
+        };
+        // The positives' loss (scaled) and gradients, when scored apart.
+        let mut positive_loss = 0.0;
+        let mut positive_grads = Vec::new();
+        // The candidates' gradient; for the whole shard with room after it for the rows the
+        // step routes here: a head of any rank, a true tail or a distinct row of this rank's
+        // (regularisers).
+        let room = match candidates.rows {
+            None => total + tails.len() + count,
+            Some(_) => 0,
+        };
+        let dw = client.empty(((count + room) * dim).max(1) * 4);
         let dq = if blocks.is_empty() {
             client.create(Bytes::from_elems(vec![0.0f32; dim * queries.padded]))
         } else {
             dense.query_grad_buffer(&queries)
         };
+        let entities = candidates.global.max(1);
         let off = smoothing / entities as f32;
         // The step's loss on this rank, before the mean's scale.
         let mut partial = 0.0f64;
@@ -257,6 +338,9 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 for (handle, len) in sums {
                     partial += read_sum(&dense, handle, len)?;
                 }
+                if let Some(positives) = &positives {
+                    (positive_loss, positive_grads) = positives.logistic(1.0 / total as f64);
+                }
                 1.0 / (total as f64 * entities as f64)
             }
             EntityLoss::SoftmaxCrossEntropy { .. } => {
@@ -277,7 +361,21 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 } else {
                     combine_softmax_stats(&stats, queries.padded, total)
                 };
-                let lse = global_log_sum_exp(self.comm, &shard)?;
+                let mut lse = global_log_sum_exp(self.comm, &shard)?;
+                if let Some(positives) = &positives {
+                    // Each query's positives join its sample's log-sum-exp.
+                    let mine = positives.log_sum_exp();
+                    let all = self.comm.all_gather(&to_bytes(&mine))?;
+                    for (l, p) in lse
+                        .iter_mut()
+                        .zip(all.iter().flat_map(|p| from_bytes::<f64>(p)))
+                    {
+                        let top = l.max(p);
+                        *l = top + ((*l - top).exp() + (p - top).exp()).ln();
+                    }
+                    let (l, g) = positives.softmax(&lse[offset..offset + n], scale as f64);
+                    (positive_loss, positive_grads) = (l * scale as f64, g);
+                }
                 if rank == 0 {
                     partial += lse.iter().sum::<f64>();
                 }
@@ -298,18 +396,83 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         };
         let mut dq = dense.read_query_grad(dq, &queries)?;
         self.comm.all_reduce_sum(&mut dq)?;
+        let dq = &mut dq[offset * dim..(offset + n) * dim];
+        let candidate_grads = match &candidates.rows {
+            None => CandidateGradient::Device(&dw),
+            Some(rows) => {
+                let mut ids: Vec<u32> = rows
+                    .iter()
+                    .map(|&l| partition.global(rank, l as usize) as u32)
+                    .collect();
+                let mut grads = dense.read(dw.clone(), count * dim)?;
+                if let Some(positives) = &positives {
+                    let (more_ids, more) = positives.backward(&positive_grads, &q, dq);
+                    ids.extend(more_ids);
+                    grads.extend(more);
+                }
+                CandidateGradient::Host { ids, grads }
+            }
+        };
         let penalty = self.back_through_queries(
             heads,
             relations,
             inputs,
-            &dq[offset * dim..(offset + n) * dim],
-            &dw,
+            dq,
+            candidate_grads,
             &tails,
             total,
         )?;
         Ok(StepReport {
-            loss: sum_f64(self.comm, partial * scale + penalty)?,
+            loss: sum_f64(self.comm, partial * scale + positive_loss + penalty)?,
             examples: total as u64,
+        })
+    }
+
+    /// The rows this rank scores a step's queries against: its shard, or — with shared
+    /// `negatives` — its share of the negatives (and of the global batch's true tails, with
+    /// batch negatives), gathered.
+    fn candidates(
+        &self,
+        negatives: Option<SharedNegatives>,
+        labels: &IdLists,
+    ) -> Result<Candidates, ShardError> {
+        let rank = self.comm.rank();
+        let partition = self.entities.partition();
+        let shard = self.entities.shard();
+        let Some(negatives) = negatives else {
+            let count = partition.local_rows(rank);
+            return Ok(Candidates {
+                rows: None,
+                table: shard.buffers().weights.clone(),
+                count,
+                global: self.spec.entities,
+            });
+        };
+        let tails = if negatives.batch {
+            labels.all_ids()
+        } else {
+            &[]
+        };
+        let mut ids: Vec<u32> = negatives.ids.iter().chain(tails).copied().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut rows: Vec<u32> = ids
+            .iter()
+            .filter_map(|&id| {
+                let (owner, local) = partition.locate(id);
+                (owner == rank).then_some(local)
+            })
+            .collect();
+        rows.sort_unstable();
+        let mut raw = shard.gather_raw(&rows)?;
+        if raw.is_empty() {
+            raw.resize(4, 0); // no rows here: nothing reads it, but a buffer cannot be empty
+        }
+        Ok(Candidates {
+            table: self.kernels.client().create(Bytes::from_bytes_vec(raw)),
+            count: rows.len(),
+            rows: Some(rows),
+            global: ids.len(),
         })
     }
 
@@ -361,8 +524,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
     /// Applies the step: `dq` (this rank's queries' gradient) goes back through the query —
     /// `score(h, r, t) = ⟨q(h, r), t⟩`, so the backward kernel with `t = ∂loss/∂q` and an
     /// upstream of 1 gives `∂loss/∂h` and `∂loss/∂r` (and through dropout's masks) —, the
-    /// regularisers add theirs, and the shard's own rows get `dw` (on the device, `local` rows
-    /// and room after them). `tails` are the true tails this rank owns (local rows). Returns
+    /// regularisers add theirs, and the scored rows get theirs (`candidates`). `tails` are the true tails this rank owns (local rows). Returns
     /// this rank's part of the penalty.
     #[allow(clippy::too_many_arguments)]
     fn back_through_queries(
@@ -371,13 +533,12 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         relations: &[u32],
         inputs: QueryInputs,
         dq: &[f32],
-        dw: &Handle,
+        candidates: CandidateGradient,
         tails: &[u32],
         total: usize,
     ) -> Result<f64, ShardError> {
         let n = heads.len();
         let dim = self.spec.settings.dim;
-        let local = self.entities.partition().local_rows(self.comm.rank());
         let mut rows = inputs.head_rows_fed;
         rows.extend_from_slice(dq);
         let ent = self.kernels.upload_f32(rows);
@@ -416,15 +577,57 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         relation_ids.extend_from_slice(&extra.relation_ids);
         dr.extend_from_slice(&extra.relation_grads);
         let lr = self.spec.settings.entity.lr as f32;
-        let device = DeviceGradient {
-            handle: dw,
-            rows: local,
-        };
-        self.entities
-            .apply_gradients_with_device(&ids, &grads, device, lr)?;
+        match candidates {
+            CandidateGradient::Device(handle) => {
+                let rows = self.entities.partition().local_rows(self.comm.rank());
+                let device = DeviceGradient { handle, rows };
+                self.entities
+                    .apply_gradients_with_device(&ids, &grads, device, lr)?;
+            }
+            CandidateGradient::Host {
+                ids: candidate_ids,
+                grads: candidate_grads,
+            } => {
+                ids.extend_from_slice(&candidate_ids);
+                grads.extend_from_slice(&candidate_grads);
+                self.entities.apply_gradients(&ids, &grads, lr)?;
+            }
+        }
         self.apply_relation_gradients(&relation_ids, &dr)?;
         Ok(penalty)
     }
+}
+
+/// The shared negatives of a step (see [`TrainBatch::SharedNegatives`]).
+///
+/// [`TrainBatch::SharedNegatives`]: super::TrainBatch::SharedNegatives
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SharedNegatives<'a> {
+    /// The sampled entities (global ids).
+    pub ids: &'a [u32],
+    /// Whether the global batch's true tails are every query's candidates too.
+    pub batch: bool,
+}
+
+/// The gradient of the rows a step scored on this rank.
+enum CandidateGradient<'a> {
+    /// The whole shard's, on the device (its rows, and room after them).
+    Device(&'a Handle),
+    /// The shared candidates' (global ids, this rank's), read back.
+    Host {
+        /// Their ids.
+        ids: Vec<u32>,
+        /// Their gradients, a row each.
+        grads: Vec<f32>,
+    },
+}
+
+/// How many ids and a hash of them: what ranks compare to agree on a list.
+fn describe_ids(ids: &[u32]) -> String {
+    let hash = ids.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &id| {
+        (h ^ id as u64).wrapping_mul(0x100_0000_01b3)
+    });
+    format!("{} ids, hash {hash:016x}", ids.len())
 }
 
 /// What the query kernel reads for a rank's queries (see `query_inputs`).

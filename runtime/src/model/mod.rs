@@ -13,6 +13,7 @@ mod dropout;
 #[doc(hidden)]
 pub mod host;
 mod id_lists;
+mod positives;
 mod rank;
 mod regularize;
 mod relations;

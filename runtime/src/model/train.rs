@@ -7,6 +7,7 @@
 
 use cubecl::bytes::Bytes;
 
+use super::all_entities::SharedNegatives;
 use super::id_lists::IdLists;
 use super::scoring::ScoringFunction;
 use super::sharded_model::ShardedModel;
@@ -54,6 +55,31 @@ pub enum TrainBatch<'a> {
         relations: &'a [u32],
         /// The true tails of each query.
         labels: &'a IdLists,
+        /// The loss.
+        loss: EntityLoss,
+    },
+    /// [`TrainBatch::AllEntities`] against shared negatives instead of every entity: each query
+    /// is scored against its own true tails and the `negatives` (global ids, the same list on
+    /// every rank; duplicates count once) — and with `batch_negatives`, against every true
+    /// tail of the global batch too, the positives of one query being negatives of the others
+    /// (PyTorch-BigGraph's uniform and batch negatives, one chunk per step). The step looks up
+    /// each negative once, on its owner, and scores it against every query with the dense
+    /// kernels. The losses: the softmax over a query's positives and negatives; the logistic
+    /// loss, the mean of its positives' and the mean of its negatives' binary cross-entropy
+    /// (with `batch_negatives`: the mean over every (query, candidate) pair). Label smoothing
+    /// needs `batch_negatives` (it spreads over the candidates). Needs a score linear in the
+    /// tail.
+    SharedNegatives {
+        /// Head entities of the queries.
+        heads: &'a [u32],
+        /// Relations of the queries.
+        relations: &'a [u32],
+        /// The true tails of each query.
+        labels: &'a IdLists,
+        /// Entities every query of the global batch is scored against besides its true tails.
+        negatives: &'a [u32],
+        /// Whether every true tail of the global batch is a negative of every other query.
+        batch_negatives: bool,
         /// The loss.
         loss: EntityLoss,
     },
@@ -134,13 +160,28 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 relations,
                 labels,
                 EntityLoss::BinaryCrossEntropy { smoothing },
+                None,
             ),
             TrainBatch::AllEntities {
                 heads,
                 relations,
                 labels,
                 loss,
-            } => self.train_all_entities(heads, relations, labels, loss),
+            } => self.train_all_entities(heads, relations, labels, loss, None),
+            TrainBatch::SharedNegatives {
+                heads,
+                relations,
+                labels,
+                negatives,
+                batch_negatives,
+                loss,
+            } => {
+                let shared = SharedNegatives {
+                    ids: negatives,
+                    batch: batch_negatives,
+                };
+                self.train_all_entities(heads, relations, labels, loss, Some(shared))
+            }
         }
     }
 

@@ -127,6 +127,29 @@ pub fn corrupt(
     }
 }
 
+/// The shared negatives of step `step` of `epoch`: `count` distinct entities drawn uniformly
+/// (all of them when there are fewer), ascending; the same on every rank and for any number of
+/// ranks. Distinct, so a step's work does not vary with the draw.
+pub fn shared_negatives(
+    entities: u32,
+    count: usize,
+    seed: u64,
+    epoch: usize,
+    step: usize,
+) -> Vec<u32> {
+    let key = seed
+        ^ 0x6e65_6761_7469_7665
+        ^ (epoch as u64).wrapping_mul(0xd1b5_4a32_d192_ed03)
+        ^ (step as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut rng = SplitMix64::new(key);
+    let count = count.min(entities as usize);
+    let mut ids = std::collections::BTreeSet::new();
+    while ids.len() < count {
+        ids.insert((rng.next_u64() % entities.max(1) as u64) as u32);
+    }
+    ids.into_iter().collect()
+}
+
 /// The triples of a negative-sampling step: `positives` (global order positions mapped to
 /// training indices) each followed by `neg_ratio` corruptions, with their targets (`1 − ε` and
 /// `ε`).
@@ -231,6 +254,10 @@ mod tests {
         let parts: Vec<_> = (0..3).map(|r| share(10, r, 3)).collect();
         assert_eq!(parts, vec![0..3, 3..6, 6..10]);
         assert_eq!(batches(5, 2).collect::<Vec<_>>(), vec![0..2, 2..4, 4..5]);
+        let n = shared_negatives(1000, 64, 9, 1, 2);
+        assert_eq!(n, shared_negatives(1000, 64, 9, 1, 2));
+        assert_ne!(n, shared_negatives(1000, 64, 9, 1, 3));
+        assert!(n.windows(2).all(|w| w[0] < w[1]) && n.len() > 50 && n[n.len() - 1] < 1000);
         let c = corrupt([1, 2, 3], 50, 9, 1, 4, 0);
         assert_eq!(c, corrupt([1, 2, 3], 50, 9, 1, 4, 0));
         assert!((c[0] == 1) ^ (c[2] == 3) || c == [1, 2, 3]);

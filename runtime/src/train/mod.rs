@@ -5,7 +5,7 @@
 pub mod batches;
 pub mod eval;
 
-use batches::{NegativeBatch, QuerySet, batches, share, shuffled};
+use batches::{NegativeBatch, QuerySet, batches, share, shared_negatives, shuffled};
 pub use eval::{Filters, Metrics, evaluate};
 
 use crate::data::{Dataset, Split};
@@ -83,6 +83,23 @@ impl Loss {
     }
 }
 
+/// What a KvsAll or 1vsAll step scores its queries against.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Negatives {
+    /// Every entity.
+    #[default]
+    All,
+    /// Shared negatives, drawn anew for every step: `count` distinct uniform entities, every
+    /// query against all of them and its own true tails — with `batch`, also against every true
+    /// tail of the global batch ([`TrainBatch::SharedNegatives`]).
+    Uniform {
+        /// Entities drawn per step.
+        count: usize,
+        /// Whether the batch's true tails are every query's negatives too.
+        batch: bool,
+    },
+}
+
 /// How the learning rates change over the epochs.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum LrSchedule {
@@ -117,6 +134,8 @@ pub struct TrainConfig {
     pub mode: Mode,
     /// The loss of KvsAll and 1vsAll steps (negative sampling: binary cross-entropy).
     pub loss: Loss,
+    /// What KvsAll and 1vsAll steps score against: every entity, or shared negatives.
+    pub negatives: Negatives,
     /// Epochs to run.
     pub epochs: usize,
     /// Global batch: KvsAll queries or true triples per step, over all ranks.
@@ -137,6 +156,7 @@ impl Default for TrainConfig {
         Self {
             mode: Mode::KvsAll,
             loss: Loss::BinaryCrossEntropy,
+            negatives: Negatives::All,
             epochs: 256,
             batch_size: 1024,
             seed: 1,
@@ -259,12 +279,27 @@ impl<'d> Trainer<'d> {
                     let lists: Vec<&[u32]> =
                         mine.iter().map(|&i| set.labels.get(i as usize)).collect();
                     let labels = crate::model::IdLists::from_lists(&lists);
-                    model.train_step(&TrainBatch::AllEntities {
-                        heads: &heads,
-                        relations: &relations,
-                        labels: &labels,
-                        loss: c.loss.with_smoothing(c.label_smoothing),
-                    })?
+                    let loss = c.loss.with_smoothing(c.label_smoothing);
+                    match c.negatives {
+                        Negatives::All => model.train_step(&TrainBatch::AllEntities {
+                            heads: &heads,
+                            relations: &relations,
+                            labels: &labels,
+                            loss,
+                        })?,
+                        Negatives::Uniform { count, batch } => {
+                            let entities = self.data.entities.len() as u32;
+                            let negatives = shared_negatives(entities, count, c.seed, epoch, step);
+                            model.train_step(&TrainBatch::SharedNegatives {
+                                heads: &heads,
+                                relations: &relations,
+                                labels: &labels,
+                                negatives: &negatives,
+                                batch_negatives: batch,
+                                loss,
+                            })?
+                        }
+                    }
                 }
                 (None, Mode::NegSample { neg_ratio }) => {
                     let b = NegativeBatch::new(

@@ -3,7 +3,9 @@
 
 use cubecl::prelude::*;
 
-use super::tile::{MINUS_HUGE, Tile, lane_exp, lane_mask, lane_max, ln_from_1, recip_1_2};
+use super::tile::{
+    MINUS_HUGE, Tile, flush_tiny, lane_exp, lane_mask, lane_max, ln_from_1, recip_1_2,
+};
 
 /// What [`dense_scores()`] does with a tile of scores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -139,8 +141,9 @@ pub fn dense_scores<F: Float, N: Size>(
                 if comptime!(epilogue == ScoreEpilogue::BinaryCrossEntropy) {
                     // With a = |s| and e = exp(−a) in (0, 1]: σ(s) = 1/(1+e) for s ≥ 0, e/(1+e)
                     // below; softplus(s) − off·s = (½ − off)·s + ½·a + ln(1 + e). Stable for
-                    // any |s|. The logarithms of a column of the tile are one logarithm of the
-                    // product of its (1 + e), at most 2^rows. Padding lanes add 0 to the loss.
+                    // any |s|; gradients below 10⁻³⁰ become 0 (`flush_tiny`). The logarithms
+                    // of a column of the tile are one logarithm of the product of its (1 + e),
+                    // at most 2^rows. Padding lanes add 0 to the loss.
                     #[unroll]
                     for v in 0..tv {
                         let mut linear = zero;
@@ -155,7 +158,7 @@ pub fn dense_scores<F: Float, N: Size>(
                                 let inv = recip_1_2::<N>(one_e);
                                 let sigmoid = select_many(s.greater_equal(&zero), inv, e * inv);
                                 out[(p * n_rows + e0 + r) * tv + v] =
-                                    fma(sigmoid, scale_v, minus_off_scaled);
+                                    flush_tiny::<N>(fma(sigmoid, scale_v, minus_off_scaled));
                                 linear = fma(s, half_minus_off, fma(a, half, linear));
                                 product *= one_e;
                             }

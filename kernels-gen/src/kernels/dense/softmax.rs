@@ -3,11 +3,12 @@
 
 use cubecl::prelude::*;
 
-use super::tile::{lane_exp, lane_mask};
+use super::tile::{flush_tiny, lane_exp, lane_mask};
 
 /// `scores ← scale · (exp(scores − lse) − off)` over the rows a unit owns: `softmax − off`, the
 /// gradient of the cross-entropy against target `off` everywhere (the true entities are
-/// corrected afterwards). Scores are laid out panel by panel (`panel_vectors` vectors per panel
+/// corrected afterwards); values below `10⁻³⁰` become 0 ([`flush_tiny()`]). Scores are laid
+/// out panel by panel (`panel_vectors` vectors per panel
 /// and row); `lse` holds one value per query. Padding lanes become 0.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
@@ -46,7 +47,7 @@ pub fn softmax_grad<N: Size>(
             #[unroll]
             for v in 0..pv {
                 let softmax = lane_exp::<N>(scores[at + v] - l[v], polynomial_exp);
-                scores[at + v] = fma(softmax, times[v], plus[v]);
+                scores[at + v] = flush_tiny::<N>(fma(softmax, times[v], plus[v]));
             }
         }
     }

@@ -1,0 +1,136 @@
+//! The true tails of a shared-negatives step without batch negatives: scored apart from the
+//! shared sample, by the rank that owns the query.
+//!
+//! The sample is every query's negatives and is scored with the dense kernels on each rank's
+//! share of it; a query's positives are only its own, so they are looked up like its head
+//! (`B` rows, not `B × candidates` scores) and scored on the host, `s = ⟨q, t⟩`. Their part of
+//! the loss and gradient: `∂loss/∂s` per positive, then `∂q += g·t` and `∂t = g·q`.
+
+use super::id_lists::IdLists;
+
+/// This rank's queries' positives: each distinct true tail of each query, with its row and
+/// score.
+pub(super) struct Positives {
+    /// Query (position in this rank's batch) of each positive.
+    queries: Vec<usize>,
+    /// Its entity.
+    ids: Vec<u32>,
+    /// Its row, as looked up.
+    rows: Vec<f32>,
+    /// `⟨q, t⟩`.
+    scores: Vec<f64>,
+    /// Positives of each query.
+    counts: Vec<usize>,
+    dim: usize,
+}
+
+impl Positives {
+    /// The distinct true tails of each of `labels`' queries.
+    pub fn ids(labels: &IdLists) -> (Vec<usize>, Vec<u32>) {
+        let mut queries = Vec::new();
+        let mut ids = Vec::new();
+        let mut mine = Vec::new();
+        for b in 0..labels.len() {
+            mine.clear();
+            mine.extend_from_slice(labels.get(b));
+            mine.sort_unstable();
+            mine.dedup();
+            queries.extend(std::iter::repeat_n(b, mine.len()));
+            ids.extend_from_slice(&mine);
+        }
+        (queries, ids)
+    }
+
+    /// Scores the positives `(queries, ids)` (from [`Positives::ids`]) with their looked-up
+    /// `rows` against `q` (this rank's queries, `dim` wide).
+    pub fn new(queries: Vec<usize>, ids: Vec<u32>, rows: Vec<f32>, q: &[f32], dim: usize) -> Self {
+        let n = q.len() / dim.max(1);
+        let mut counts = vec![0; n];
+        let scores = queries
+            .iter()
+            .enumerate()
+            .map(|(p, &b)| {
+                counts[b] += 1;
+                let t = &rows[p * dim..(p + 1) * dim];
+                let q = &q[b * dim..(b + 1) * dim];
+                q.iter().zip(t).map(|(&x, &y)| x as f64 * y as f64).sum()
+            })
+            .collect();
+        Self {
+            queries,
+            ids,
+            rows,
+            scores,
+            counts,
+            dim,
+        }
+    }
+
+    /// Per query, `log Σ exp(s)` over its positives (`-∞` for none).
+    pub fn log_sum_exp(&self) -> Vec<f64> {
+        let mut max = vec![f64::NEG_INFINITY; self.counts.len()];
+        for (&b, &s) in self.queries.iter().zip(&self.scores) {
+            max[b] = max[b].max(s);
+        }
+        let mut sum = vec![0.0; self.counts.len()];
+        for (&b, &s) in self.queries.iter().zip(&self.scores) {
+            sum[b] += (s - max[b]).exp();
+        }
+        max.iter().zip(&sum).map(|(m, s)| m + s.ln()).collect()
+    }
+
+    /// The softmax cross-entropy's part: with `lse` the log-sum-exp of each query over the
+    /// sample and its positives, the loss `−Σ s / |positives|` of each query and the gradient
+    /// `(exp(s − lse) − 1/|positives|)·scale` of each positive.
+    pub fn softmax(&self, lse: &[f64], scale: f64) -> (f64, Vec<f64>) {
+        let mut loss = 0.0;
+        let grads = self
+            .queries
+            .iter()
+            .zip(&self.scores)
+            .map(|(&b, &s)| {
+                let share = 1.0 / self.counts[b] as f64;
+                loss -= share * s;
+                ((s - lse[b]).exp() - share) * scale
+            })
+            .collect();
+        (loss, grads)
+    }
+
+    /// The logistic loss's part (PyTorch-BigGraph's: each query's positives and its negatives
+    /// weigh the same): `softplus(−s) / |positives|` of each positive, times `scale`, and its
+    /// gradient.
+    pub fn logistic(&self, scale: f64) -> (f64, Vec<f64>) {
+        let mut loss = 0.0;
+        let grads = self
+            .queries
+            .iter()
+            .zip(&self.scores)
+            .map(|(&b, &s)| {
+                let weight = scale / self.counts[b] as f64;
+                loss += weight * (s.max(0.0) - s + (-s.abs()).exp().ln_1p());
+                weight * (1.0 / (1.0 + (-s).exp()) - 1.0)
+            })
+            .collect();
+        (loss, grads)
+    }
+
+    /// Adds `g·t` of each positive to its query's gradient in `dq` (this rank's queries) and
+    /// returns the positives' ids and gradients `g·q`.
+    pub fn backward(&self, grads: &[f64], q: &[f32], dq: &mut [f32]) -> (Vec<u32>, Vec<f32>) {
+        let dim = self.dim;
+        let mut dt = Vec::with_capacity(self.ids.len() * dim);
+        for (p, (&b, &g)) in self.queries.iter().zip(grads).enumerate() {
+            let t = &self.rows[p * dim..(p + 1) * dim];
+            for (d, &x) in dq[b * dim..(b + 1) * dim].iter_mut().zip(t) {
+                *d += (g * x as f64) as f32;
+            }
+            dt.extend(
+                q[b * dim..(b + 1) * dim]
+                    .iter()
+                    .map(|&x| (g * x as f64) as f32),
+            );
+        }
+        (self.ids.clone(), dt)
+    }
+}
