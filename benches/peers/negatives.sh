@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Shared negatives against PyTorch-BigGraph, same session: the synthetic graph of a million
 # entities (make_synthetic_kg.py), ComplEx dim 128, row-wise AdaGrad, softmax loss, 256 uniform
-# negatives per chunk of 1,000 edges (both sides), PBG with 2 Hogwild workers; then rowshard's
+# negatives per chunk (both sides), batches of 1,000 edges, PBG with 2 Hogwild workers; then rowshard's
 # `bench --suite negatives` on 1 and 2 thread ranks. Installs torchbiggraph 1.0.0 (with h5py,
 # attrs and setuptools < 81, which it needs) into the peers venv. Not run by CI.
 # Usage: bash benches/peers/negatives.sh [venv dir]

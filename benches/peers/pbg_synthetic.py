@@ -1,8 +1,9 @@
 """PyTorch-BigGraph on the synthetic graph of `rowshard bench --suite negatives`: ComplEx
 (PBG's `complex_diagonal` operator, `dot` comparator), dim 128, row-wise AdaGrad (PBG's own
-optimizer for entities), softmax loss, the same shared negatives (`--uniform` per chunk, no batch
-negatives unless `--batch-negs`), both sides of every edge corrupted (dynamic relations), one
-partition, `--workers` Hogwild workers. Prints the edges (true triples) per second of one epoch.
+optimizer for entities), softmax loss, shared negatives (`--uniform` per chunk; without batch
+negatives PBG's chunk is as long as the uniform sample, with `--batch-negs` that many edges),
+both sides of every edge corrupted (dynamic relations), one partition, `--workers` Hogwild
+workers. Prints the edges (true triples) per second of one epoch.
 
 Run: python3 benches/peers/make_synthetic_kg.py /tmp/synthetic_kg --entities 1000000 \
          --relations 100 --train 2000000
@@ -84,8 +85,8 @@ def main():
     train(config, subprocess_init=SubprocessInitializer())
     seconds = time.time() - start
     print(f"PBG: {edges} edges in {seconds:.1f} s = {edges / seconds:.0f} edges/s "
-          f"({opts.workers} workers, {opts.uniform} uniform + {opts.batch_negs} batch negatives "
-          f"per chunk of {opts.chunk}, dim {opts.dim})")
+          f"({opts.workers} workers, {opts.uniform} uniform + {opts.batch_negs} batch negatives, "
+          f"batches of {opts.chunk}, dim {opts.dim})")
 
 
 if __name__ == "__main__":  # PBG's workers re-import this file (spawn)
