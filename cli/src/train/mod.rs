@@ -47,6 +47,24 @@ pub struct Outcome {
     pub stopped_early: bool,
     /// Every evaluation on valid during training.
     pub evaluations: Vec<Evaluation>,
+    /// What training cost.
+    pub train: TrainFigures,
+}
+
+/// What the training epochs of a run cost, over all ranks.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct TrainFigures {
+    /// Seconds spent in training epochs (evaluations and checkpoints left out).
+    pub seconds: f64,
+    /// Training examples (queries, or true triples) per second.
+    pub examples_per_s: f64,
+    /// Entity rows read per example, over all ranks: the ids looked up (heads, tails,
+    /// corruptions) and the shared negatives gathered; a whole shard scored against every
+    /// entity counts nothing.
+    pub rows_looked_up_per_example: f64,
+    /// The largest peak resident memory of the ranks' processes, in bytes (thread ranks share
+    /// one).
+    pub peak_rss_bytes: u64,
 }
 
 /// One evaluation on valid during training.

@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use rowshard::ShardedModel;
+use rowshard::agree::all_values;
 use rowshard::checkpoint::{self, RunState};
 use rowshard::comm::Communicator;
 use rowshard::data::{Dataset, Split};
@@ -13,7 +14,7 @@ use rowshard::train::{EpochReport, Filters, Mode, Trainer};
 
 use super::best::Best;
 use super::plan::Plan;
-use super::{Evaluation, Outcome};
+use super::{Evaluation, Outcome, TrainFigures};
 use crate::progress::Bars;
 
 pub(super) fn run_rank<S: ScoringFunction>(
@@ -114,8 +115,12 @@ pub(super) fn run_rank<S: ScoringFunction>(
     let log_every = (plan.config.epochs / 16).max(1);
     let first_epoch = trainer.epochs_done;
     let mut train_seconds = 0.0;
+    // Rows read by this rank's training steps (evaluations left out).
+    let mut rows_read = 0u64;
     while trainer.epochs_done < plan.config.epochs {
+        let before = model.entities().rows_read();
         let report: EpochReport = trainer.epoch(&mut model, &mut bars).map_err(fail)?;
+        rows_read += model.entities().rows_read() - before;
         train_seconds += report.seconds;
         let e = report.epoch;
         let speed = plan.epoch_speed(&report);
@@ -208,6 +213,14 @@ pub(super) fn run_rank<S: ScoringFunction>(
             m.mrr, m.hits1, m.hits3, m.hits10, m.queries
         ));
     }
+    let rows_read: u64 = all_values(comm, rows_read).map_err(fail)?.iter().sum();
+    let peak = all_values(comm, peak_rss_bytes()).map_err(fail)?;
+    let train = TrainFigures {
+        seconds: train_seconds,
+        examples_per_s: examples / train_seconds.max(1e-9),
+        rows_looked_up_per_example: rows_read as f64 / examples.max(1.0),
+        peak_rss_bytes: peak.into_iter().max().unwrap_or(0),
+    };
     Ok(leader.then_some(Outcome {
         valid,
         test,
@@ -216,7 +229,19 @@ pub(super) fn run_rank<S: ScoringFunction>(
         train_seconds,
         stopped_early,
         evaluations,
+        train,
     }))
+}
+
+/// The peak resident memory of this process (`VmHWM`), in bytes; 0 where `/proc` has none.
+fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(0, |kib| kib * 1024)
 }
 
 fn unseen_note(data: &Dataset) -> String {

@@ -464,6 +464,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             })
             .collect();
         rows.sort_unstable();
+        self.entities.count_rows_read(rows.len());
         let mut raw = shard.gather_raw(&rows)?;
         if raw.is_empty() {
             raw.resize(4, 0); // no rows here: nothing reads it, but a buffer cannot be empty

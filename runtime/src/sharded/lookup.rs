@@ -63,6 +63,7 @@ impl ShardedTable<'_> {
             })
         });
         self.agree(verdict)?;
+        self.count_rows_read(ids.len());
         clock.lap(&self.timings, Phase::Check);
 
         let step = &mut *self.step.borrow_mut();

@@ -107,6 +107,7 @@ pub struct ShardedTable<'c> {
     timings: Timings,
     rows_applied: u64,
     rows_fetched: std::cell::Cell<u64>,
+    rows_read: std::cell::Cell<u64>,
     step: RefCell<StepBuffers>,
     cache: RefCell<Option<RowCache>>,
     /// With a read-write cache: the shard in host memory (`shard` then holds its lines).
@@ -212,6 +213,7 @@ impl<'c> ShardedTable<'c> {
             timings: Timings::default(),
             rows_applied: 0,
             rows_fetched: Default::default(),
+            rows_read: Default::default(),
             step,
             cache: RefCell::new(cache),
             host,
@@ -305,12 +307,26 @@ impl<'c> ShardedTable<'c> {
         self.rows_fetched.get()
     }
 
-    /// Resets [`ShardedTable::timings`], [`ShardedTable::rows_applied`] and
-    /// [`ShardedTable::rows_fetched`].
+    /// Rows read for this rank, summed over calls: the ids its lookups asked for (duplicates
+    /// included) and the rows steps gathered from its shard themselves (shared negatives; see
+    /// [`ShardedTable::count_rows_read`]).
+    pub fn rows_read(&self) -> u64 {
+        self.rows_read.get()
+    }
+
+    /// Counts `rows` read from this rank's shard other than by [`ShardedTable::lookup`] (a
+    /// model's step that gathers rows for the dense kernels).
+    pub fn count_rows_read(&self, rows: usize) {
+        self.rows_read.set(self.rows_read.get() + rows as u64);
+    }
+
+    /// Resets [`ShardedTable::timings`], [`ShardedTable::rows_applied`],
+    /// [`ShardedTable::rows_fetched`] and [`ShardedTable::rows_read`].
     pub fn reset_timings(&mut self) {
         self.timings = Timings::default();
         self.rows_applied = 0;
         self.rows_fetched.set(0);
+        self.rows_read.set(0);
     }
 
     /// Sets a hyper-parameter by name (WholeMemory's `set_parameter`); call it on every rank.
