@@ -3,7 +3,10 @@
 
 use rowshard::models::{ComplEx, DistMult, QMult, RotatE, TransE};
 use rowshard_kernels::{Backend, DType};
-use rowshard_tests::model_suite::{check_kvsall_step, check_model, check_triples_step};
+use rowshard_tests::model_suite::{
+    check_kvsall_step, check_model, check_shared_negatives_step, check_softmax_step,
+    check_triples_step,
+};
 use rowshard_tests::scores;
 
 #[test]
@@ -21,4 +24,14 @@ fn generated_kernels_match_their_formulas_on_wgpu() {
 fn training_steps_equal_the_host_steps_on_wgpu() {
     check_triples_step::<RotatE>(Backend::Wgpu, scores::rotate);
     check_kvsall_step::<ComplEx>(Backend::Wgpu, scores::complex);
+    check_softmax_step::<ComplEx>(Backend::Wgpu, scores::complex, 0.05, (0.0, 0.0));
+    for batch in [false, true] {
+        check_shared_negatives_step::<ComplEx>(
+            Backend::Wgpu,
+            scores::complex,
+            0.05,
+            &[1, 6, 10, 16, 19],
+            batch,
+        );
+    }
 }

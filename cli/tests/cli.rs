@@ -70,8 +70,15 @@ fn a_short_run_trains_checkpoints_and_writes_its_metrics() {
     let train = &metrics["train"];
     assert!(train["seconds"].as_f64().unwrap() > 0.0, "{train}");
     assert!(train["examples_per_s"].as_f64().unwrap() > 0.0, "{train}");
-    assert_eq!(train["rows_looked_up_per_example"].as_f64(), Some(1.0), "{train}");
-    assert!(train["peak_rss_bytes"].as_u64().unwrap() > 1 << 20, "{train}");
+    assert_eq!(
+        train["rows_looked_up_per_example"].as_f64(),
+        Some(1.0),
+        "{train}"
+    );
+    assert!(
+        train["peak_rss_bytes"].as_u64().unwrap() > 1 << 20,
+        "{train}"
+    );
     assert!(ck.join("epoch-000002/manifest.json").is_file());
     assert!(ck.join("epoch-000003/manifest.json").is_file());
 
