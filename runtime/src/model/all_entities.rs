@@ -20,6 +20,7 @@ use cubecl::server::Handle;
 use rowshard_kernels::dense_set::{DenseKernels, TableBlock, combine_softmax_stats};
 use rowshard_kernels::kernels::dense::ScoreEpilogue;
 
+use super::candidates::{CandidateGradient, SharedNegatives, describe_ids};
 use super::dropout::{DropoutSide, Masks};
 use super::id_lists::IdLists;
 use super::positives::Positives;
@@ -93,27 +94,6 @@ fn block_labels(
         part.excess.push(excess);
     }
     out
-}
-
-/// The rows one rank scores a step's queries against: its whole shard, or its share of the
-/// step's shared candidates.
-struct Candidates {
-    /// The local rows scored, ascending (`None`: every row of the shard, in order).
-    rows: Option<Vec<u32>>,
-    /// Their weights on the device, in the table's dtype: the shard's, or the gathered rows.
-    table: Handle,
-    /// Rows this rank scores.
-    count: usize,
-    /// Rows every query is scored against, over all ranks: the `N` of the losses' means and
-    /// of label smoothing.
-    global: usize,
-}
-
-impl Candidates {
-    /// The local row of candidate row `row`.
-    fn local(&self, row: u32) -> u32 {
-        self.rows.as_ref().map_or(row, |rows| rows[row as usize])
-    }
 }
 
 /// Per query, the log-sum-exp over every rank's shard from each rank's `(max, Σ exp(s − max))`,
@@ -255,13 +235,13 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         // Every query against this rank's candidates, in blocks of rows.
         let partition = self.entities.partition().clone();
         let candidates = self.candidates(negatives, &labels_all)?;
-        // Labels among the scored rows: none when the positives are scored apart.
         let count = candidates.count;
         let queries = dense.upload_queries(&q_all, total);
         let block_rows = (BLOCK / queries.padded).max(1);
         let blocks: Vec<Range<usize>> = (0..count.div_ceil(block_rows))
             .map(|i| i * block_rows..((i + 1) * block_rows).min(count))
             .collect();
+        // Where a label lies among the scored rows: nowhere when the positives are scored apart.
         let row = |id: u32| {
             let (owner, local) = partition.locate(id);
             match &candidates.rows {
@@ -428,55 +408,6 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         })
     }
 
-    /// The rows this rank scores a step's queries against: its shard, or — with shared
-    /// `negatives` — its share of the negatives (and of the global batch's true tails, with
-    /// batch negatives), gathered.
-    fn candidates(
-        &self,
-        negatives: Option<SharedNegatives>,
-        labels: &IdLists,
-    ) -> Result<Candidates, ShardError> {
-        let rank = self.comm.rank();
-        let partition = self.entities.partition();
-        let shard = self.entities.shard();
-        let Some(negatives) = negatives else {
-            let count = partition.local_rows(rank);
-            return Ok(Candidates {
-                rows: None,
-                table: shard.buffers().weights.clone(),
-                count,
-                global: self.spec.entities,
-            });
-        };
-        let tails = if negatives.batch {
-            labels.all_ids()
-        } else {
-            &[]
-        };
-        let mut ids: Vec<u32> = negatives.ids.iter().chain(tails).copied().collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let mut rows: Vec<u32> = ids
-            .iter()
-            .filter_map(|&id| {
-                let (owner, local) = partition.locate(id);
-                (owner == rank).then_some(local)
-            })
-            .collect();
-        rows.sort_unstable();
-        self.entities.count_rows_read(rows.len());
-        let mut raw = shard.gather_raw(&rows)?;
-        if raw.is_empty() {
-            raw.resize(4, 0); // no rows here: nothing reads it, but a buffer cannot be empty
-        }
-        Ok(Candidates {
-            table: self.kernels.client().create(Bytes::from_bytes_vec(raw)),
-            count: rows.len(),
-            rows: Some(rows),
-            global: ids.len(),
-        })
-    }
-
     /// What the query kernel reads for this rank's queries: the head rows, and the relation
     /// rows — with dropout, masked copies (one relation row per query) and the masks.
     fn query_inputs(
@@ -597,38 +528,6 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         self.apply_relation_gradients(&relation_ids, &dr)?;
         Ok(penalty)
     }
-}
-
-/// The shared negatives of a step (see [`TrainBatch::SharedNegatives`]).
-///
-/// [`TrainBatch::SharedNegatives`]: super::TrainBatch::SharedNegatives
-#[derive(Clone, Copy, Debug)]
-pub(super) struct SharedNegatives<'a> {
-    /// The sampled entities (global ids).
-    pub ids: &'a [u32],
-    /// Whether the global batch's true tails are every query's candidates too.
-    pub batch: bool,
-}
-
-/// The gradient of the rows a step scored on this rank.
-enum CandidateGradient<'a> {
-    /// The whole shard's, on the device (its rows, and room after them).
-    Device(&'a Handle),
-    /// The shared candidates' (global ids, this rank's), read back.
-    Host {
-        /// Their ids.
-        ids: Vec<u32>,
-        /// Their gradients, a row each.
-        grads: Vec<f32>,
-    },
-}
-
-/// How many ids and a hash of them: what ranks compare to agree on a list.
-fn describe_ids(ids: &[u32]) -> String {
-    let hash = ids.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &id| {
-        (h ^ id as u64).wrapping_mul(0x100_0000_01b3)
-    });
-    format!("{} ids, hash {hash:016x}", ids.len())
 }
 
 /// What the query kernel reads for a rank's queries (see `query_inputs`).

@@ -9,6 +9,7 @@
 //! [`ShardedTable`]: crate::ShardedTable
 
 mod all_entities;
+mod candidates;
 mod dropout;
 #[doc(hidden)]
 pub mod host;

@@ -7,7 +7,7 @@
 
 use cubecl::bytes::Bytes;
 
-use super::all_entities::SharedNegatives;
+use super::candidates::SharedNegatives;
 use super::id_lists::IdLists;
 use super::scoring::ScoringFunction;
 use super::sharded_model::ShardedModel;

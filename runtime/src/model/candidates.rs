@@ -1,0 +1,114 @@
+//! What a step that scores queries against every entity scores them against on one rank: its
+//! whole shard, or its share of the step's shared negatives gathered into one block.
+
+use cubecl::bytes::Bytes;
+use cubecl::server::Handle;
+
+use super::id_lists::IdLists;
+use super::scoring::ScoringFunction;
+use super::sharded_model::ShardedModel;
+use crate::error::ShardError;
+
+/// The shared negatives of a step (see [`TrainBatch::SharedNegatives`]).
+///
+/// [`TrainBatch::SharedNegatives`]: super::TrainBatch::SharedNegatives
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SharedNegatives<'a> {
+    /// The sampled entities (global ids).
+    pub ids: &'a [u32],
+    /// Whether the global batch's true tails are every query's candidates too.
+    pub batch: bool,
+}
+
+/// The rows one rank scores a step's queries against: its whole shard, or its share of the
+/// step's shared candidates.
+pub(super) struct Candidates {
+    /// The local rows scored, ascending (`None`: every row of the shard, in order).
+    pub rows: Option<Vec<u32>>,
+    /// Their weights on the device, in the table's dtype: the shard's, or the gathered rows.
+    pub table: Handle,
+    /// Rows this rank scores.
+    pub count: usize,
+    /// Rows every query is scored against, over all ranks: the `N` of the losses' means and
+    /// of label smoothing.
+    pub global: usize,
+}
+
+impl Candidates {
+    /// The local row of candidate row `row`.
+    pub fn local(&self, row: u32) -> u32 {
+        self.rows.as_ref().map_or(row, |rows| rows[row as usize])
+    }
+}
+
+impl<S: ScoringFunction> ShardedModel<'_, S> {
+    /// The rows this rank scores a step's queries against: its shard, or — with shared
+    /// `negatives` — its share of the negatives (and of the global batch's true tails, with
+    /// batch negatives), gathered.
+    pub(super) fn candidates(
+        &self,
+        negatives: Option<SharedNegatives>,
+        labels: &IdLists,
+    ) -> Result<Candidates, ShardError> {
+        let rank = self.comm.rank();
+        let partition = self.entities.partition();
+        let shard = self.entities.shard();
+        let Some(negatives) = negatives else {
+            let count = partition.local_rows(rank);
+            return Ok(Candidates {
+                rows: None,
+                table: shard.buffers().weights.clone(),
+                count,
+                global: self.spec.entities,
+            });
+        };
+        let tails = if negatives.batch {
+            labels.all_ids()
+        } else {
+            &[]
+        };
+        let mut ids: Vec<u32> = negatives.ids.iter().chain(tails).copied().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut rows: Vec<u32> = ids
+            .iter()
+            .filter_map(|&id| {
+                let (owner, local) = partition.locate(id);
+                (owner == rank).then_some(local)
+            })
+            .collect();
+        rows.sort_unstable();
+        self.entities.count_rows_read(rows.len());
+        let mut raw = shard.gather_raw(&rows)?;
+        if raw.is_empty() {
+            raw.resize(4, 0); // no rows here: nothing reads it, but a buffer cannot be empty
+        }
+        Ok(Candidates {
+            table: self.kernels.client().create(Bytes::from_bytes_vec(raw)),
+            count: rows.len(),
+            rows: Some(rows),
+            global: ids.len(),
+        })
+    }
+}
+
+/// The gradient of the rows a step scored on this rank.
+pub(super) enum CandidateGradient<'a> {
+    /// The whole shard's, on the device (its rows, and room after them).
+    Device(&'a Handle),
+    /// The shared candidates' (global ids, this rank's), read back.
+    Host {
+        /// Their ids.
+        ids: Vec<u32>,
+        /// Their gradients, a row each.
+        grads: Vec<f32>,
+    },
+}
+
+/// How many ids and a hash of them: what ranks compare to agree on a list.
+pub(super) fn describe_ids(ids: &[u32]) -> String {
+    let hash = ids.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &id| {
+        (h ^ id as u64).wrapping_mul(0x100_0000_01b3)
+    });
+    format!("{} ids, hash {hash:016x}", ids.len())
+}
