@@ -232,18 +232,29 @@ impl LocalTable {
         rows: &[u32],
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R, KernelError> {
-        self.check_rows(rows)?;
         if rows.is_empty() {
+            self.check_rows(rows)?;
             return Ok(f(&[]));
         }
+        let device_out = self.gather_on_device(rows)?;
+        let bytes = crate::wait::read_one(self.kernels.client(), device_out)?;
+        Ok(f(&bytes))
+    }
+
+    /// The rows `rows` gathered into a new device buffer, in the storage dtype (`rows.len() ×
+    /// dim` elements; a few bytes when there are none, as a buffer cannot be empty): for kernels
+    /// that read them next, with no trip through the host.
+    pub fn gather_on_device(&self, rows: &[u32]) -> Result<Handle, KernelError> {
+        self.check_rows(rows)?;
         let client = self.kernels.client();
         let dtype = self.config().weight_dtype;
-        let ids = client.create(self.uploads.bytes_of(rows));
-        let device_out = client.empty(rows.len() * self.dim() * dtype.size());
-        self.kernels
-            .gather(self.buffers(), &ids, rows.len(), &device_out);
-        let bytes = crate::wait::read_one(client, device_out)?;
-        Ok(f(&bytes))
+        let device_out = client.empty((rows.len() * self.dim() * dtype.size()).max(4));
+        if !rows.is_empty() {
+            let ids = client.create(self.uploads.bytes_of(rows));
+            self.kernels
+                .gather(self.buffers(), &ids, rows.len(), &device_out);
+        }
+        Ok(device_out)
     }
 
     /// The pool the table's uploads come from: fill a buffer from it for

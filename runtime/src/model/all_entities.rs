@@ -59,23 +59,22 @@ fn block_labels(
     loss: EntityLoss,
 ) -> Vec<BlockLabels> {
     let keep = 1.0 - loss.smoothing();
-    let mut mine: Vec<(u32, u32, f32)> = Vec::new();
-    let mut ids = Vec::new();
-    for b in 0..labels.len() {
-        ids.clear();
-        ids.extend_from_slice(labels.get(b));
-        ids.sort_unstable();
-        ids.dedup();
-        let excess = match loss {
-            EntityLoss::BinaryCrossEntropy { .. } => keep,
-            EntityLoss::SoftmaxCrossEntropy { .. } => keep / ids.len() as f32,
-        };
-        for &id in &ids {
-            if let Some(r) = row(id) {
-                mine.push((r, b as u32, excess));
-            }
-        }
+    let (queries, ids) = labels.distinct();
+    let mut counts = vec![0usize; labels.len()];
+    for &b in &queries {
+        counts[b] += 1;
     }
+    let mut mine: Vec<(u32, u32, f32)> = queries
+        .iter()
+        .zip(&ids)
+        .filter_map(|(&b, &id)| {
+            let excess = match loss {
+                EntityLoss::BinaryCrossEntropy { .. } => keep,
+                EntityLoss::SoftmaxCrossEntropy { .. } => keep / counts[b] as f32,
+            };
+            row(id).map(|r| (r, b as u32, excess))
+        })
+        .collect();
     mine.sort_unstable_by_key(|&(row, query, _)| (row, query));
     let mut out: Vec<BlockLabels> = blocks
         .iter()
@@ -225,7 +224,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             labels_all.extend_encoded(&from_bytes::<u32>(&part));
         }
         let positives = if apart {
-            let (owners, ids) = Positives::ids(labels);
+            let (owners, ids) = labels.distinct();
             let rows = self.entities.lookup(&ids)?;
             Some(Positives::new(owners, ids, rows, &q, dim))
         } else {
@@ -259,7 +258,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         };
         // The true tails this rank owns, as local rows (the regularisers').
         let tails: Vec<u32> = if apart {
-            let (_, ids) = Positives::ids(&labels_all);
+            let (_, ids) = labels_all.distinct();
             ids.iter()
                 .map(|&id| partition.locate(id))
                 .filter_map(|(owner, local)| (owner == rank).then_some(local))

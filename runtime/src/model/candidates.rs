@@ -1,7 +1,6 @@
 //! What a step that scores queries against every entity scores them against on one rank: its
 //! whole shard, or its share of the step's shared negatives gathered into one block.
 
-use cubecl::bytes::Bytes;
 use cubecl::server::Handle;
 
 use super::id_lists::IdLists;
@@ -79,12 +78,8 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             .collect();
         rows.sort_unstable();
         self.entities.count_rows_read(rows.len());
-        let mut raw = shard.gather_raw(&rows)?;
-        if raw.is_empty() {
-            raw.resize(4, 0); // no rows here: nothing reads it, but a buffer cannot be empty
-        }
         Ok(Candidates {
-            table: self.kernels.client().create(Bytes::from_bytes_vec(raw)),
+            table: shard.gather_on_device(&rows)?,
             count: rows.len(),
             rows: Some(rows),
             global: ids.len(),

@@ -57,6 +57,22 @@ impl IdLists {
         &self.ids
     }
 
+    /// Every list's distinct ids, ascending, as `(list, id)` pairs in list order.
+    pub(crate) fn distinct(&self) -> (Vec<usize>, Vec<u32>) {
+        let mut lists = Vec::with_capacity(self.ids.len());
+        let mut ids = Vec::with_capacity(self.ids.len());
+        let mut mine = Vec::new();
+        for i in 0..self.len() {
+            mine.clear();
+            mine.extend_from_slice(self.get(i));
+            mine.sort_unstable();
+            mine.dedup();
+            lists.extend(std::iter::repeat_n(i, mine.len()));
+            ids.extend_from_slice(&mine);
+        }
+        (lists, ids)
+    }
+
     /// As words, for a collective: `[queries, offsets…, ids…]`.
     pub(crate) fn encode(&self) -> Vec<u32> {
         let mut out = Vec::with_capacity(1 + self.offsets.len() + self.ids.len());

@@ -6,8 +6,6 @@
 //! (`B` rows, not `B × candidates` scores) and scored on the host, `s = ⟨q, t⟩`. Their part of
 //! the loss and gradient: `∂loss/∂s` per positive, then `∂q += g·t` and `∂t = g·q`.
 
-use super::id_lists::IdLists;
-
 /// This rank's queries' positives: each distinct true tail of each query, with its row and
 /// score.
 pub(super) struct Positives {
@@ -25,23 +23,8 @@ pub(super) struct Positives {
 }
 
 impl Positives {
-    /// The distinct true tails of each of `labels`' queries.
-    pub fn ids(labels: &IdLists) -> (Vec<usize>, Vec<u32>) {
-        let mut queries = Vec::new();
-        let mut ids = Vec::new();
-        let mut mine = Vec::new();
-        for b in 0..labels.len() {
-            mine.clear();
-            mine.extend_from_slice(labels.get(b));
-            mine.sort_unstable();
-            mine.dedup();
-            queries.extend(std::iter::repeat_n(b, mine.len()));
-            ids.extend_from_slice(&mine);
-        }
-        (queries, ids)
-    }
-
-    /// Scores the positives `(queries, ids)` (from [`Positives::ids`]) with their looked-up
+    /// Scores the positives `(queries, ids)` (each query's distinct true tails, from
+    /// `IdLists::distinct`) with their looked-up
     /// `rows` against `q` (this rank's queries, `dim` wide).
     pub fn new(queries: Vec<usize>, ids: Vec<u32>, rows: Vec<f32>, q: &[f32], dim: usize) -> Self {
         let n = q.len() / dim.max(1);
@@ -83,33 +66,32 @@ impl Positives {
     /// sample and its positives, the loss `−Σ s / |positives|` of each query and the gradient
     /// `(exp(s − lse) − 1/|positives|)·scale` of each positive.
     pub fn softmax(&self, lse: &[f64], scale: f64) -> (f64, Vec<f64>) {
-        let mut loss = 0.0;
-        let grads = self
-            .queries
-            .iter()
-            .zip(&self.scores)
-            .map(|(&b, &s)| {
-                let share = 1.0 / self.counts[b] as f64;
-                loss -= share * s;
-                ((s - lse[b]).exp() - share) * scale
-            })
-            .collect();
-        (loss, grads)
+        self.each(|b, s, share| (-share * s, ((s - lse[b]).exp() - share) * scale))
     }
 
     /// The logistic loss's part (PyTorch-BigGraph's: each query's positives and its negatives
     /// weigh the same): `softplus(−s) / |positives|` of each positive, times `scale`, and its
     /// gradient.
     pub fn logistic(&self, scale: f64) -> (f64, Vec<f64>) {
+        self.each(|_, s, share| {
+            let weight = scale * share;
+            let softplus = s.max(0.0) - s + (-s.abs()).exp().ln_1p();
+            (weight * softplus, weight * (1.0 / (1.0 + (-s).exp()) - 1.0))
+        })
+    }
+
+    /// The summed loss and the gradients of `f(query, score, 1/|the query's positives|)`, which
+    /// gives a positive's (loss, gradient).
+    fn each(&self, f: impl Fn(usize, f64, f64) -> (f64, f64)) -> (f64, Vec<f64>) {
         let mut loss = 0.0;
         let grads = self
             .queries
             .iter()
             .zip(&self.scores)
             .map(|(&b, &s)| {
-                let weight = scale / self.counts[b] as f64;
-                loss += weight * (s.max(0.0) - s + (-s.abs()).exp().ln_1p());
-                weight * (1.0 / (1.0 + (-s).exp()) - 1.0)
+                let (l, g) = f(b, s, 1.0 / self.counts[b] as f64);
+                loss += l;
+                g
             })
             .collect();
         (loss, grads)
