@@ -8,6 +8,8 @@
 //! - UMLS: 1, 2 and 4 ranks end within 0.005 test MRR of each other (KvsAll with BCE; 1vsAll
 //!   with softmax cross-entropy and N3); a run stopped, saved and resumed under another rank
 //!   count ends where the uninterrupted run ends.
+//! - Triples streamed from a prepared folder: one block of all of them trains the in-memory
+//!   model; smaller blocks agree across 1, 2 and 4 ranks.
 
 use rowshard::comm::{Communicator, threads};
 use rowshard::data::{Dataset, Split};
@@ -168,7 +170,7 @@ fn umls_run(
     let results = threads::run(world, |comm| -> Result<_, ShardError> {
         let client = Backend::Cpu.client()?;
         let mut model = ShardedModel::<DistMult>::new(comm, &client, &spec)?;
-        let mut trainer = Trainer::new(data, config.clone());
+        let mut trainer = Trainer::new(data, config.clone())?;
         if let Some(path) = resume {
             let m = rowshard::checkpoint::load(&mut model, path, data.vocabulary_digest())
                 .map_err(|e| ShardError::Unsupported(e.to_string()))?;
@@ -187,7 +189,7 @@ fn umls_run(
             rowshard::checkpoint::save(&model, state, dir)
                 .map_err(|e| ShardError::Unsupported(e.to_string()))?;
         }
-        trainer.evaluate(&model, &Filters::new(data), Split::Test)
+        trainer.evaluate(&model, &Filters::new(data)?, Split::Test)
     });
     results.into_iter().next().unwrap().unwrap()
 }
@@ -228,8 +230,14 @@ fn umls_on_1_2_and_4_ranks_and_resumed_under_other_rank_counts_agree() {
 
 /// ComplEx trained 1vsAll with softmax cross-entropy and N3 on UMLS for a few epochs on `world`
 /// ranks, against every entity or shared negatives: rank 0's test metrics.
-fn umls_softmax_run(data: &Dataset, world: usize, negatives: Negatives) -> Metrics {
+fn umls_softmax_run(
+    data: &Dataset,
+    world: usize,
+    negatives: Negatives,
+    stream_block: usize,
+) -> Metrics {
     let config = TrainConfig {
+        stream_block,
         mode: Mode::OneVsAll,
         negatives,
         loss: rowshard::train::Loss::SoftmaxCrossEntropy,
@@ -256,11 +264,11 @@ fn umls_softmax_run(data: &Dataset, world: usize, negatives: Negatives) -> Metri
             entities: n3,
             relations: n3,
         });
-        let mut trainer = Trainer::new(data, config.clone());
+        let mut trainer = Trainer::new(data, config.clone())?;
         while trainer.epochs_done < config.epochs {
             trainer.epoch(&mut model, &mut rowshard::train::Silent)?;
         }
-        trainer.evaluate(&model, &Filters::new(data), Split::Test)
+        trainer.evaluate(&model, &Filters::new(data)?, Split::Test)
     });
     results.into_iter().next().unwrap().unwrap()
 }
@@ -271,10 +279,10 @@ fn umls_1vsall_softmax_n3_on_1_2_and_4_ranks_agree() {
     // Against every entity, and against 16 uniform draws (and the batch's true tails).
     let uniform = |count, batch| Negatives::Uniform { count, batch };
     for negatives in [Negatives::All, uniform(16, false), uniform(16, true)] {
-        let one = umls_softmax_run(&data, 1, negatives);
+        let one = umls_softmax_run(&data, 1, negatives, 1 << 20);
         assert!(one.mrr > 0.3, "4 epochs learn something: {one:?}");
         for world in [2, 4] {
-            let m = umls_softmax_run(&data, world, negatives);
+            let m = umls_softmax_run(&data, world, negatives, 1 << 20);
             assert!(
                 (m.mrr - one.mrr).abs() <= 0.005,
                 "{negatives:?}, {world} ranks: MRR {} vs {} on one rank",
@@ -283,6 +291,37 @@ fn umls_1vsall_softmax_n3_on_1_2_and_4_ranks_agree() {
             );
         }
     }
+}
+
+#[test]
+fn streamed_triples_train_as_in_memory_ones_and_agree_across_rank_counts() {
+    let data = umls();
+    let dir = std::env::temp_dir().join(format!("rowshard-streamed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    rowshard::data::prepare(&data.folder, &dir).unwrap();
+    let prepared = Dataset::load(&dir).unwrap();
+    assert!(prepared.train.is_empty() && prepared.stream.is_some());
+    let negatives = Negatives::Uniform {
+        count: 16,
+        batch: true,
+    };
+    // One block of every triple: the in-memory epoch, to the bit.
+    let whole = umls_softmax_run(&prepared, 2, negatives, 1 << 20);
+    assert_eq!(whole, umls_softmax_run(&data, 2, negatives, 1 << 20));
+    // Blocks of 1,000 triples in a shuffled order: other batches, as good a model, and the
+    // same on any number of ranks.
+    let one = umls_softmax_run(&prepared, 1, negatives, 1000);
+    assert!((one.mrr - whole.mrr).abs() < 0.05, "{one:?} vs {whole:?}");
+    for world in [2, 4] {
+        let m = umls_softmax_run(&prepared, world, negatives, 1000);
+        assert!(
+            (m.mrr - one.mrr).abs() <= 0.005,
+            "{world} ranks: MRR {} vs {} on one rank",
+            m.mrr,
+            one.mrr
+        );
+    }
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -306,7 +345,7 @@ fn shared_negatives_train_the_same_bits_from_the_same_seed() {
         let results = threads::run(2, |comm| -> Result<_, ShardError> {
             let client = Backend::Cpu.client()?;
             let mut model = ShardedModel::<ComplEx>::new(comm, &client, &spec)?;
-            let mut trainer = Trainer::new(&data, config.clone());
+            let mut trainer = Trainer::new(&data, config.clone())?;
             while trainer.epochs_done < config.epochs {
                 trainer.epoch(&mut model, &mut rowshard::train::Silent)?;
             }

@@ -27,6 +27,12 @@ pub enum Command {
     Train(Box<crate::train::TrainArgs>),
     /// Write a checkpoint's full entity and relation tables (f32) and vocabularies.
     Export(crate::export::ExportArgs),
+    /// Write the prepared (binary) form of a triples folder: `rowshard train --dataset` on it
+    /// streams the training triples from disk instead of holding them in memory.
+    Prepare(crate::prepare::PrepareArgs),
+    /// Draw a synthetic knowledge graph of any size from a planted model with skewed degrees,
+    /// as a prepared folder.
+    Synth(crate::synth::SynthArgs),
     /// One fused Adam step on a local table: what it did and how long the JIT took.
     Demo {
         /// Runtime: cpu, wgpu or cuda.
@@ -201,6 +207,8 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     match cli.command {
         Command::Train(args) => crate::train::run(*args)?,
         Command::Export(args) => crate::export::run(args)?,
+        Command::Prepare(args) => crate::prepare::run(args)?,
+        Command::Synth(args) => crate::synth::run(args)?,
         Command::Demo { backend } => crate::demo::run(backend)?,
         Command::Bench(args) => bench(args)?,
         Command::BenchKernels {

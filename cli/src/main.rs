@@ -7,7 +7,9 @@ mod demo;
 mod export;
 mod hyper;
 mod parse;
+mod prepare;
 mod progress;
+mod synth;
 mod train;
 
 use clap::{CommandFactory, Parser};

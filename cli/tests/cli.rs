@@ -346,3 +346,164 @@ fn early_stopping_ends_on_the_best_evaluated_model() {
     assert!(stderr.contains("restored the best model"), "{stderr}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn prepared_and_synthetic_graphs_stream_and_bad_files_are_refused_before_training() {
+    let dir = temp("prepared");
+    let prepared = dir.join("umls");
+    let p = prepared.to_str().unwrap();
+    let (ok, _, stderr) = rowshard(&["prepare", "datasets/umls", "--out", p]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("135 entities, 46 relations; 5216 / 652 / 661 triples"),
+        "{stderr}"
+    );
+
+    // The prepared folder trains as the text one does when a block holds every triple, and
+    // streams in blocks otherwise.
+    let run = |dataset: &str, extra: &[&str]| -> String {
+        let mut args = vec![
+            "train",
+            "--dataset",
+            dataset,
+            "--model",
+            "complex",
+            "--mode",
+            "1vsall",
+            "--dim",
+            "16",
+            "--epochs",
+            "2",
+            "--ranks",
+            "2",
+        ];
+        args.extend_from_slice(extra);
+        let (ok, _, stderr) = rowshard(&args);
+        assert!(ok, "{stderr}");
+        stderr
+            .lines()
+            .filter(|l| l.contains("MRR"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(run(p, &[]), run("datasets/umls", &[]));
+    let streamed = run(p, &["--stream-block", "1000"]);
+    assert!(streamed.contains("test   MRR"), "{streamed}");
+    let (ok, _, stderr) = rowshard(&[
+        "train",
+        "--dataset",
+        p,
+        "--model",
+        "complex",
+        "--mode",
+        "negsample",
+        "--dim",
+        "16",
+        "--epochs",
+        "1",
+        "--stream-block",
+        "700",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("streamed from") && stderr.contains("blocks of 700"),
+        "{stderr}"
+    );
+
+    // A truncated training file and a foreign one: refused naming the file, nothing trained.
+    let train_bin = prepared.join("train.bin");
+    let whole = std::fs::read(&train_bin).unwrap();
+    std::fs::write(&train_bin, &whole[..whole.len() - 7]).unwrap();
+    let args = ["train", "--dataset", p, "--epochs", "1"];
+    refused(&args, "train.bin: truncated or damaged");
+    let (_, _, stderr) = rowshard(&args);
+    assert!(!stderr.contains("epoch"), "{stderr}");
+    std::fs::write(
+        &train_bin,
+        "not\ttriples\tat all, but long enough to have a header\n",
+    )
+    .unwrap();
+    refused(&args, "train.bin: not a rowshard triples file");
+    std::fs::write(&train_bin, &whole).unwrap();
+
+    // A synthetic graph, drawn and trained on; the same seed draws the same files.
+    let synth = dir.join("synth");
+    let s = synth.to_str().unwrap();
+    let draw = |out: &str| {
+        let (ok, _, stderr) = rowshard(&[
+            "synth",
+            "--entities",
+            "3000",
+            "--relations",
+            "4",
+            "--triples",
+            "30000",
+            "--seed",
+            "5",
+            "--out",
+            out,
+        ]);
+        assert!(ok, "{stderr}");
+    };
+    draw(s);
+    let again = dir.join("again");
+    draw(again.to_str().unwrap());
+    for file in [
+        "entities.txt",
+        "relations.txt",
+        "train.bin",
+        "valid.bin",
+        "test.bin",
+    ] {
+        assert_eq!(
+            std::fs::read(synth.join(file)).unwrap(),
+            std::fs::read(again.join(file)).unwrap(),
+            "{file}"
+        );
+    }
+    let metrics = dir.join("m.json");
+    let (ok, _, stderr) = rowshard(&[
+        "train",
+        "--dataset",
+        s,
+        "--model",
+        "complex",
+        "--mode",
+        "1vsall",
+        "--negatives",
+        "uniform:64",
+        "--dim",
+        "16",
+        "--epochs",
+        "1",
+        "--stream-block",
+        "4096",
+        "--metrics-json",
+        metrics.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&metrics).unwrap()).unwrap();
+    assert!(json["train"]["tables_bytes"].as_u64().unwrap() > 3000 * 16 * 4);
+    assert_eq!(
+        json["train"]["stream_buffer_bytes"].as_u64().unwrap(),
+        2 * 4096 * (12 + 2 * 16)
+    );
+    refused(
+        &[
+            "synth",
+            "--entities",
+            "10",
+            "--relations",
+            "1",
+            "--triples",
+            "5",
+            "--clusters",
+            "11",
+            "--out",
+            s,
+        ],
+        "clusters must be in 1..=10",
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

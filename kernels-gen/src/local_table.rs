@@ -131,6 +131,18 @@ impl LocalTable {
         self.buffers.as_ref().expect("buffers live until drop")
     }
 
+    /// Bytes the table holds on its device: weights and optimizer states.
+    pub fn resident_bytes(&self) -> u64 {
+        let config = self.kernels.config();
+        let spec = config.optimizer.spec();
+        let elements = (self.rows * self.dim()) as u64;
+        let states = spec.element_states().count() as u64;
+        let row_state = if spec.row_state().is_some() { 4 } else { 0 };
+        elements * config.weight_dtype.size() as u64
+            + states * elements * config.state_dtype.size() as u64
+            + row_state * self.rows as u64
+    }
+
     /// Rows in this table.
     pub fn rows(&self) -> usize {
         self.rows

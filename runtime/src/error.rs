@@ -212,6 +212,9 @@ pub enum ShardError {
     /// A collective failed (a peer failed, timed out, or the transport broke).
     #[error(transparent)]
     Comm(#[from] CommError),
+    /// Training data could not be read.
+    #[error(transparent)]
+    Data(#[from] crate::data::DataError),
 }
 
 fn others_note(others: &[String]) -> String {

@@ -77,6 +77,7 @@ pub fn synthetic(entities: usize, relations: usize, triples: usize, seed: u64) -
         entities: (0..entities).map(|i| format!("e{i}")).collect(),
         relations: (0..relations).map(|r| format!("r{r}")).collect(),
         train,
+        stream: None,
         valid: Vec::new(),
         test: Vec::new(),
         unseen: Default::default(),
@@ -170,7 +171,9 @@ fn run_model<S: ScoringFunction + ModelDefaults>(
                     })?;
                 }
                 (None, Mode::NegSample { neg_ratio }) => {
-                    let b = NegativeBatch::new(data, mine, neg_ratio, 0.0, 1, 0);
+                    let entities = data.entities.len() as u32;
+                    let b =
+                        NegativeBatch::new(&data.train, 0, mine, entities, neg_ratio, 0.0, 1, 0);
                     if step > 0 {
                         triples += batch.len();
                     }

@@ -91,6 +91,10 @@ pub struct TrainArgs {
     /// Corruptions per true triple (negsample).
     #[arg(long, default_value_t = 4)]
     pub neg_ratio: usize,
+    /// Training triples per block when they stream from a prepared folder (`rowshard
+    /// prepare`): an epoch reads the blocks in a shuffled order and shuffles within each.
+    #[arg(long, default_value_t = 1 << 20, value_parser = clap::value_parser!(u32).range(1..))]
+    pub stream_block: u32,
     /// Label smoothing ε in [0, 1).
     #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
     pub label_smoothing: f32,

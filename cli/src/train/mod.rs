@@ -65,6 +65,11 @@ pub struct TrainFigures {
     /// The largest peak resident memory of the ranks' processes, in bytes (thread ranks share
     /// one).
     pub peak_rss_bytes: u64,
+    /// The tables' weights and optimizer states, over all ranks, in bytes.
+    pub tables_bytes: u64,
+    /// The buffers of streamed triples (a block per rank: the triples and their examples), over
+    /// all ranks, in bytes; 0 when the triples are in memory.
+    pub stream_buffer_bytes: u64,
 }
 
 /// One evaluation on valid during training.

@@ -148,6 +148,7 @@ impl<'a> Plan<'a> {
                 label_smoothing: args.label_smoothing,
                 schedule: args.lr_schedule,
                 eval_batch: 512,
+                stream_block: args.stream_block as usize,
             },
         })
     }

@@ -40,7 +40,7 @@ pub(super) fn run_rank<S: ScoringFunction>(
         data.folder.display(),
         data.entities.len(),
         data.relations.len(),
-        data.train.len(),
+        data.train_len(),
         data.valid.len(),
         data.test.len(),
         unseen_note(data),
@@ -56,6 +56,14 @@ pub(super) fn run_rank<S: ScoringFunction>(
         "  kernels compiled (JIT) in {:.0} ms",
         model.jit_time().as_secs_f64() * 1e3
     ));
+    if let Some(file) = &data.stream {
+        say(format!(
+            "  training triples streamed from {} in blocks of {} ({:.1} MiB a block per rank)",
+            file.path().display(),
+            plan.config.stream_block,
+            stream_buffer_bytes(plan) as f64 / (1u64 << 20) as f64
+        ));
+    }
     model.set_regularization(plan.regularization);
     let args = &plan.args;
     model
@@ -64,7 +72,7 @@ pub(super) fn run_rank<S: ScoringFunction>(
             args.relation_dropout.unwrap_or(args.dropout),
         )
         .map_err(fail)?;
-    let mut trainer = Trainer::new(data, plan.config.clone());
+    let mut trainer = Trainer::new(data, plan.config.clone()).map_err(|e| e.to_string())?;
     if let Some(path) = &plan.args.resume {
         let manifest = checkpoint::load(&mut model, path, data.vocabulary_digest())
             .map_err(|e| e.to_string())?;
@@ -84,7 +92,7 @@ pub(super) fn run_rank<S: ScoringFunction>(
             manifest.world
         ));
     }
-    let filters = Filters::new(data);
+    let filters = Filters::new(data).map_err(|e| e.to_string())?;
     let state = |epochs_done: usize| RunState {
         epochs_done,
         mode: plan.config.mode.name().into(),
@@ -215,12 +223,33 @@ pub(super) fn run_rank<S: ScoringFunction>(
     }
     let rows_read: u64 = all_values(comm, rows_read).map_err(fail)?.iter().sum();
     let peak = all_values(comm, peak_rss_bytes()).map_err(fail)?;
+    let tables = model.entities().shard().resident_bytes() + model.relations().resident_bytes();
+    let tables: u64 = all_values(comm, tables).map_err(fail)?.iter().sum();
+    let stream_buffer = if data.stream.is_some() {
+        stream_buffer_bytes(plan) * comm.world() as u64
+    } else {
+        0
+    };
     let train = TrainFigures {
         seconds: train_seconds,
         examples_per_s: examples / train_seconds.max(1e-9),
         rows_looked_up_per_example: rows_read as f64 / examples.max(1.0),
         peak_rss_bytes: peak.into_iter().max().unwrap_or(0),
+        tables_bytes: tables,
+        stream_buffer_bytes: stream_buffer,
     };
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    say(format!(
+        "  peak resident memory {:.2} GiB (the largest process); tables and optimizer states \
+         {:.2} GiB over all ranks{}",
+        gib(train.peak_rss_bytes),
+        gib(tables),
+        if stream_buffer > 0 {
+            format!(", stream buffers {:.2} GiB", gib(stream_buffer))
+        } else {
+            String::new()
+        }
+    ));
     Ok(leader.then_some(Outcome {
         valid,
         test,
@@ -231,6 +260,17 @@ pub(super) fn run_rank<S: ScoringFunction>(
         evaluations,
         train,
     }))
+}
+
+/// What a rank holds of a block of streamed triples: the triples (12 bytes each), and per
+/// example its place in the shuffled order, head, relation and label (16 bytes; 1vsAll has two
+/// examples a triple).
+fn stream_buffer_bytes(plan: &Plan) -> u64 {
+    let per_triple = match plan.config.mode {
+        Mode::OneVsAll => 12 + 2 * 16,
+        _ => 12 + 16,
+    };
+    plan.config.stream_block.min(plan.data.train_len()) as u64 * per_triple
 }
 
 /// The peak resident memory of this process (`VmHWM`), in bytes; 0 where `/proc` has none.

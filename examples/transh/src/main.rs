@@ -45,14 +45,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let results = threads::run(2, |comm| -> Result<_, ShardError> {
         let client = rowshard::Backend::Cpu.client()?;
         let mut model = TransHModel::new(comm, &client, &spec)?;
-        let mut trainer = Trainer::new(&data, config.clone());
+        let mut trainer = Trainer::new(&data, config.clone())?;
         while trainer.epochs_done < epochs {
             let report = trainer.epoch(&mut model, &mut Silent)?;
             if comm.rank() == 0 {
                 println!("epoch {}: loss {:.4}", report.epoch, report.loss);
             }
         }
-        trainer.evaluate(&model, &Filters::new(&data), Split::Test)
+        trainer.evaluate(&model, &Filters::new(&data)?, Split::Test)
     });
     let metrics = results.into_iter().next().expect("rank 0")?;
     println!(

@@ -1,8 +1,12 @@
 //! Reading a triples folder into a [`Dataset`].
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use super::binary::TripleFile;
 use super::{DataError, Triple};
 
 /// The three splits.
@@ -55,8 +59,10 @@ pub struct Dataset {
     pub entities: Vec<String>,
     /// Relation names, by id (sorted).
     pub relations: Vec<String>,
-    /// Training triples, in file order.
+    /// Training triples, in file order (none when they stream from [`Dataset::stream`]).
     pub train: Vec<Triple>,
+    /// A prepared folder's training triples, read a block at a time ([`Dataset::read_train`]).
+    pub stream: Option<TripleFile>,
     /// Validation triples over known entities and relations.
     pub valid: Vec<Triple>,
     /// Test triples over known entities and relations.
@@ -67,24 +73,34 @@ pub struct Dataset {
 
 type Named = (String, String, String);
 
-fn read_split(folder: &Path, split: Split) -> Result<Vec<Named>, DataError> {
-    let file = folder.join(split.file_name());
+/// Calls `f` with the fields of every triple line of `file` (tabs between head, relation and
+/// tail; blank lines skipped), one line at a time: a split is never held as text. Lines are
+/// split as bytes, so a line that is not UTF-8 is reported with its number.
+pub(super) fn each_line(
+    file: &Path,
+    mut f: impl FnMut([&str; 3]) -> Result<(), DataError>,
+) -> Result<(), DataError> {
     if !file.is_file() {
-        return Err(DataError::MissingFile(file));
+        return Err(DataError::MissingFile(file.to_path_buf()));
     }
-    let bytes = std::fs::read(&file).map_err(|error| DataError::Io {
-        file: file.clone(),
+    let io = |error| DataError::Io {
+        file: file.to_path_buf(),
         error,
-    })?;
-    let mut out = Vec::new();
-    // Lines are split as bytes, so a line that is not UTF-8 is reported with its number.
-    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+    };
+    let mut reader = BufReader::with_capacity(1 << 20, File::open(file).map_err(io)?);
+    let mut buf = Vec::new();
+    for i in 0.. {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf).map_err(io)? == 0 {
+            break;
+        }
         let malformed = |reason: String| DataError::Malformed {
-            file: file.clone(),
+            file: file.to_path_buf(),
             line: i + 1,
             reason,
         };
-        let line = std::str::from_utf8(line).map_err(|e| {
+        let bytes = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        let line = std::str::from_utf8(bytes).map_err(|e| {
             malformed(format!(
                 "not UTF-8 text (invalid byte at column {})",
                 e.valid_up_to() + 1
@@ -106,21 +122,49 @@ fn read_split(folder: &Path, split: Split) -> Result<Vec<Named>, DataError> {
             let which = ["head", "relation", "tail"][k];
             return Err(malformed(format!("the {which} is empty")));
         }
-        out.push((
-            fields[0].trim().to_string(),
-            fields[1].trim().to_string(),
-            fields[2].trim().to_string(),
-        ));
+        f([fields[0].trim(), fields[1].trim(), fields[2].trim()])?;
     }
+    Ok(())
+}
+
+fn read_split(folder: &Path, split: Split) -> Result<Vec<Named>, DataError> {
+    let mut out = Vec::new();
+    each_line(&folder.join(split.file_name()), |[h, r, t]| {
+        out.push((h.to_string(), r.to_string(), t.to_string()));
+        Ok(())
+    })?;
     Ok(out)
 }
 
+/// A digest of a data set's vocabularies (entity names, then relation names), to tell
+/// checkpoints and prepared files of another data set apart (64-bit FNV-1a).
+pub fn vocabulary_digest<E: AsRef<str>, R: AsRef<str>>(
+    entities: impl IntoIterator<Item = E>,
+    relations: impl IntoIterator<Item = R>,
+) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut add = |name: &str| {
+        for b in name.bytes().chain([0]) {
+            h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    };
+    entities.into_iter().for_each(|e| add(e.as_ref()));
+    add("");
+    relations.into_iter().for_each(|r| add(r.as_ref()));
+    h
+}
+
 impl Dataset {
-    /// Reads `folder/{train,valid,test}.txt`.
+    /// Reads `folder/{train,valid,test}.txt` — or, from a prepared folder (one with
+    /// `train.bin`, see [`prepare`](super::prepare)), the vocabularies and valid and test, the
+    /// training triples left on disk to stream.
     pub fn load(folder: impl AsRef<Path>) -> Result<Self, DataError> {
         let folder = folder.as_ref();
         if !folder.is_dir() {
             return Err(DataError::MissingFolder(folder.to_path_buf()));
+        }
+        if super::prepared::is_prepared(folder) {
+            return super::prepared::load(folder);
         }
         let train = read_split(folder, Split::Train)?;
         let valid = read_split(folder, Split::Valid)?;
@@ -159,6 +203,7 @@ impl Dataset {
         let (test_ids, test_unseen) = known(&test);
         Ok(Dataset {
             folder: folder.to_path_buf(),
+            stream: None,
             train: train
                 .iter()
                 .map(|t| ids(t).expect("built from train"))
@@ -183,20 +228,31 @@ impl Dataset {
         }
     }
 
-    /// A digest of the vocabularies, to tell checkpoints of another data set apart.
+    /// A digest of the vocabularies, to tell checkpoints of another data set apart
+    /// ([`vocabulary_digest`]).
     pub fn vocabulary_digest(&self) -> u64 {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for name in self
-            .entities
-            .iter()
-            .chain([&String::new()])
-            .chain(&self.relations)
-        {
-            for b in name.bytes().chain([0]) {
-                h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        vocabulary_digest(&self.entities, &self.relations)
+    }
+
+    /// Training triples: in memory, or in the prepared folder's `train.bin`.
+    pub fn train_len(&self) -> usize {
+        match &self.stream {
+            Some(file) => file.len(),
+            None => self.train.len(),
+        }
+    }
+
+    /// The training triples at positions `range`, into `out` (replacing its contents): copied
+    /// from memory, or read from `train.bin`.
+    pub fn read_train(&self, range: Range<usize>, out: &mut Vec<Triple>) -> Result<(), DataError> {
+        match &self.stream {
+            Some(file) => file.read(range, out),
+            None => {
+                out.clear();
+                out.extend_from_slice(&self.train[range]);
+                Ok(())
             }
         }
-        h
     }
 }
 

@@ -6,10 +6,20 @@
 //! numbering does not depend on line order. Valid and test triples whose entity or relation never
 //! occurs in training cannot be scored by a model trained on that split: they are left out and
 //! counted ([`Dataset::unseen`]), the usual choice (PyKEEN, LibKGE).
+//!
+//! A graph too large for memory is first prepared ([`prepare`], `rowshard prepare`): the
+//! vocabularies as name lists and the splits as binary triples ([`binary`]); training then
+//! reads its triples a block at a time ([`Dataset::read_train`]).
 
+pub mod binary;
 mod load;
+pub mod prepared;
+pub mod synth;
 
-pub use load::{Dataset, Split, Unseen};
+pub use binary::TripleFile;
+pub use load::{Dataset, Split, Unseen, vocabulary_digest};
+pub use prepared::{Prepared, prepare};
+pub use synth::{SynthSpec, write_synthetic};
 
 use std::path::PathBuf;
 
@@ -40,6 +50,34 @@ pub enum DataError {
     /// The training split has no triples.
     #[error("{0} has no triples")]
     Empty(PathBuf),
+    /// A file that is not a triples file of this rowshard, or not of this data set.
+    #[error("{file}: not a rowshard triples file of this data set: {reason}")]
+    Foreign {
+        /// The file.
+        file: PathBuf,
+        /// What gave it away.
+        reason: String,
+    },
+    /// A triples file shorter or longer than its header says.
+    #[error("{file}: truncated or damaged: its header promises {expected} bytes, it has {found}")]
+    Truncated {
+        /// The file.
+        file: PathBuf,
+        /// Bytes the header promises.
+        expected: u64,
+        /// Bytes found.
+        found: u64,
+    },
+    /// A triple of a triples file that cannot be right.
+    #[error("{file}: triple {number}: {reason}")]
+    BadTriple {
+        /// The file.
+        file: PathBuf,
+        /// The triple's 1-based number in the file.
+        number: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// Reading failed.
     #[error("{file}: {error}")]
     Io {

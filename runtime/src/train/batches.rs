@@ -5,7 +5,7 @@
 //! negatives are drawn from a counter-based generator keyed by (seed, epoch, triple, draw): the
 //! data a step trains on does not depend on the number of ranks.
 
-use crate::data::{Dataset, Triple};
+use crate::data::Triple;
 use crate::init::SplitMix64;
 use crate::model::IdLists;
 
@@ -150,9 +150,8 @@ pub fn shared_negatives(
     ids.into_iter().collect()
 }
 
-/// The triples of a negative-sampling step: `positives` (global order positions mapped to
-/// training indices) each followed by `neg_ratio` corruptions, with their targets (`1 − ε` and
-/// `ε`).
+/// The triples of a negative-sampling step: each true triple followed by `neg_ratio`
+/// corruptions, with their targets (`1 − ε` and `ε`).
 pub struct NegativeBatch {
     /// Heads.
     pub heads: Vec<u32>,
@@ -165,10 +164,15 @@ pub struct NegativeBatch {
 }
 
 impl NegativeBatch {
-    /// The batch of the training triples `indices` in `epoch`.
+    /// The batch of `triples[i]` for each `i` of `indices` in `epoch`, `triples` being the
+    /// training split's from position `first` on (the corruptions are keyed by the position in
+    /// the split), over `entities` entities.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
-        data: &Dataset,
+        triples: &[Triple],
+        first: usize,
         indices: &[u32],
+        entities: u32,
         neg_ratio: usize,
         smoothing: f32,
         seed: u64,
@@ -181,7 +185,6 @@ impl NegativeBatch {
             tails: Vec::with_capacity(n),
             targets: Vec::with_capacity(n),
         };
-        let entities = data.entities.len() as u32;
         let mut push = |[h, r, t]: Triple, y: f32| {
             b.heads.push(h);
             b.relations.push(r);
@@ -189,11 +192,11 @@ impl NegativeBatch {
             b.targets.push(y);
         };
         for &i in indices {
-            let triple = data.train[i as usize];
+            let triple = triples[i as usize];
             push(triple, 1.0 - smoothing);
             for draw in 0..neg_ratio {
                 push(
-                    corrupt(triple, entities, seed, epoch, i as usize, draw),
+                    corrupt(triple, entities, seed, epoch, first + i as usize, draw),
                     smoothing,
                 );
             }

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use crate::agree::sum_f64;
-use crate::data::{Dataset, Split, Triple};
+use crate::data::{DataError, Dataset, Split, Triple};
 use crate::error::ShardError;
 use crate::model::{Direction, IdLists, RankQueries, ScoringFunction, ShardedModel};
 use crate::train::batches::share;
@@ -34,19 +34,42 @@ pub struct Filters {
 }
 
 impl Filters {
-    /// From every split of `data`.
-    pub fn new(data: &Dataset) -> Self {
+    /// From every split of `data`. Training triples that stream from a prepared folder are read
+    /// once, a block at a time, and only those that answer a valid or test query are kept.
+    pub fn new(data: &Dataset) -> Result<Self, DataError> {
         let mut tails: HashMap<(u32, u32), Vec<u32>> = HashMap::new();
         let mut heads: HashMap<(u32, u32), Vec<u32>> = HashMap::new();
-        for &[h, r, t] in data.train.iter().chain(&data.valid).chain(&data.test) {
+        for &[h, r, t] in data.valid.iter().chain(&data.test) {
             tails.entry((h, r)).or_default().push(t);
             heads.entry((r, t)).or_default().push(h);
+        }
+        match &data.stream {
+            None => {
+                for &[h, r, t] in &data.train {
+                    tails.entry((h, r)).or_default().push(t);
+                    heads.entry((r, t)).or_default().push(h);
+                }
+            }
+            Some(file) => {
+                let mut block = Vec::new();
+                for first in (0..file.len()).step_by(1 << 20) {
+                    file.read(first..(first + (1 << 20)).min(file.len()), &mut block)?;
+                    for &[h, r, t] in &block {
+                        if let Some(list) = tails.get_mut(&(h, r)) {
+                            list.push(t);
+                        }
+                        if let Some(list) = heads.get_mut(&(r, t)) {
+                            list.push(h);
+                        }
+                    }
+                }
+            }
         }
         for list in tails.values_mut().chain(heads.values_mut()) {
             list.sort_unstable();
             list.dedup();
         }
-        Self { tails, heads }
+        Ok(Self { tails, heads })
     }
 }
 

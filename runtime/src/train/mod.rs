@@ -8,7 +8,7 @@ pub mod eval;
 use batches::{NegativeBatch, QuerySet, batches, share, shared_negatives, shuffled};
 pub use eval::{Filters, Metrics, evaluate};
 
-use crate::data::{Dataset, Split};
+use crate::data::{DataError, Dataset, Split, Triple};
 use crate::error::ShardError;
 use crate::model::{EntityLoss, ScoringFunction, ShardedModel, TrainBatch};
 
@@ -148,6 +148,10 @@ pub struct TrainConfig {
     pub schedule: LrSchedule,
     /// Global queries per ranking call in evaluation.
     pub eval_batch: usize,
+    /// Training triples per block when they stream from a prepared folder: an epoch reads the
+    /// blocks in a shuffled order and shuffles each, so a rank holds one block (12 bytes a
+    /// triple, and its queries) at a time.
+    pub stream_block: usize,
 }
 
 impl Default for TrainConfig {
@@ -163,6 +167,7 @@ impl Default for TrainConfig {
             label_smoothing: 0.0,
             schedule: LrSchedule::Constant,
             eval_batch: 512,
+            stream_block: 1 << 20,
         }
     }
 }
@@ -205,6 +210,7 @@ impl Progress for Silent {}
 pub struct Trainer<'d> {
     data: &'d Dataset,
     config: TrainConfig,
+    /// KvsAll's queries, and 1vsAll's when the triples are in memory.
     queries: Option<QuerySet>,
     /// Base learning rates the schedule scales.
     base_lr: Option<(f64, f64)>,
@@ -212,22 +218,47 @@ pub struct Trainer<'d> {
     pub epochs_done: usize,
 }
 
+/// What a block of an epoch trains on.
+enum Examples<'a> {
+    /// KvsAll or 1vsAll queries.
+    Queries(&'a QuerySet),
+    /// True triples of the training split from position `first` on (negative sampling).
+    Triples { triples: &'a [Triple], first: usize },
+}
+
+impl Examples<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Examples::Queries(set) => set.len(),
+            Examples::Triples { triples, .. } => triples.len(),
+        }
+    }
+}
+
+/// Mixes a block's number into the seed of its shuffle (block 0: the seed itself, so that an
+/// epoch of one block is the in-memory epoch).
+fn block_seed(seed: u64, block: usize) -> u64 {
+    seed ^ (block as u64).wrapping_mul(0xa076_1d64_78bd_642f)
+}
+
 impl<'d> Trainer<'d> {
-    /// A trainer at epoch 0.
-    pub fn new(data: &'d Dataset, config: TrainConfig) -> Self {
+    /// A trainer at epoch 0. KvsAll groups every `(h, r)` of the training split, so it reads a
+    /// prepared folder's triples into memory here; 1vsAll and negative sampling stream them.
+    pub fn new(data: &'d Dataset, config: TrainConfig) -> Result<Self, DataError> {
         let relations = data.relations.len() as u32;
-        let queries = match config.mode {
-            Mode::KvsAll => Some(QuerySet::kvsall(&data.train, relations)),
-            Mode::OneVsAll => Some(QuerySet::one_vs_all(&data.train, relations)),
-            Mode::NegSample { .. } => None,
+        let queries = match (config.mode, &data.stream) {
+            (Mode::KvsAll, None) => Some(QuerySet::kvsall(&data.train, relations)),
+            (Mode::KvsAll, Some(file)) => Some(QuerySet::kvsall(&file.read_all()?, relations)),
+            (Mode::OneVsAll, None) => Some(QuerySet::one_vs_all(&data.train, relations)),
+            _ => None,
         };
-        Self {
+        Ok(Self {
             data,
             config,
             queries,
             base_lr: None,
             epochs_done: 0,
-        }
+        })
     }
 
     /// The configuration.
@@ -235,21 +266,58 @@ impl<'d> Trainer<'d> {
         &self.config
     }
 
+    /// Whether the epochs read their triples from disk a block at a time.
+    fn streamed(&self) -> bool {
+        self.queries.is_none() && self.data.stream.is_some()
+    }
+
+    /// Training examples per block of `triples` triples: 1vsAll has a query per triple and its
+    /// reciprocal.
+    fn examples_of(&self, triples: usize) -> usize {
+        match self.config.mode {
+            Mode::OneVsAll => 2 * triples,
+            _ => triples,
+        }
+    }
+
+    /// The epoch's blocks of training triples, as ranges of the split (one when in memory).
+    fn blocks(&self) -> Vec<std::ops::Range<usize>> {
+        let n = self.data.train_len();
+        let block = if self.streamed() {
+            self.config.stream_block.max(1)
+        } else {
+            n.max(1)
+        };
+        batches(n, block).collect()
+    }
+
     /// Training examples per epoch: queries (KvsAll, 1vsAll) or true triples.
     pub fn examples_per_epoch(&self) -> usize {
         match &self.queries {
             Some(set) => set.len(),
-            None => self.data.train.len(),
+            None => self.examples_of(self.data.train_len()),
         }
     }
 
-    /// Steps per epoch.
+    /// Steps per epoch (a block's last batch may be short).
     pub fn steps_per_epoch(&self) -> usize {
-        self.examples_per_epoch()
-            .div_ceil(self.config.batch_size.max(1))
+        let batch = self.config.batch_size.max(1);
+        match &self.queries {
+            Some(set) => set.len().div_ceil(batch),
+            None => self
+                .blocks()
+                .iter()
+                .map(|b| self.examples_of(b.len()).div_ceil(batch))
+                .sum(),
+        }
     }
 
     /// Runs the next epoch. A collective.
+    ///
+    /// In memory, the epoch is one block: its examples in an order shuffled from the seed and
+    /// the epoch. Streamed, it reads blocks of [`TrainConfig::stream_block`] triples in a
+    /// shuffled order and shuffles the examples of each; a block of the whole split is the
+    /// in-memory epoch.
     pub fn epoch<S: ScoringFunction>(
         &mut self,
         model: &mut ShardedModel<'_, S>,
@@ -265,63 +333,40 @@ impl<'d> Trainer<'d> {
         model.set_lr(base_entity * factor, base_relation * factor)?;
         let (rank, world) = (model.comm().rank(), model.comm().world());
         let c = &self.config;
-        let order = shuffled(self.examples_per_epoch(), c.seed, epoch);
         let steps = self.steps_per_epoch();
-        let (mut loss, mut examples) = (0.0, 0);
-        for (step, range) in batches(order.len(), c.batch_size).enumerate() {
-            let global = &order[range];
-            let mine = &global[share(global.len(), rank, world)];
-            let report = match (&self.queries, c.mode) {
-                (Some(set), _) => {
-                    let heads: Vec<u32> = mine.iter().map(|&i| set.heads[i as usize]).collect();
-                    let relations: Vec<u32> =
-                        mine.iter().map(|&i| set.relations[i as usize]).collect();
-                    let lists: Vec<&[u32]> =
-                        mine.iter().map(|&i| set.labels.get(i as usize)).collect();
-                    let labels = crate::model::IdLists::from_lists(&lists);
-                    let loss = c.loss.with_smoothing(c.label_smoothing);
-                    match c.negatives {
-                        Negatives::All => model.train_step(&TrainBatch::AllEntities {
-                            heads: &heads,
-                            relations: &relations,
-                            labels: &labels,
-                            loss,
-                        })?,
-                        Negatives::Uniform { count, batch } => {
-                            let entities = self.data.entities.len() as u32;
-                            let negatives = shared_negatives(entities, count, c.seed, epoch, step);
-                            model.train_step(&TrainBatch::SharedNegatives {
-                                heads: &heads,
-                                relations: &relations,
-                                labels: &labels,
-                                negatives: &negatives,
-                                batch_negatives: batch,
-                                loss,
-                            })?
+        let blocks = self.blocks();
+        let (mut loss, mut examples, mut step) = (0.0, 0, 0);
+        let mut triples: Vec<Triple> = Vec::new();
+        let mut block_queries: Option<QuerySet> = None;
+        for b in shuffled(blocks.len(), c.seed ^ 0x626c_6f63_6b73, epoch) {
+            let block = blocks[b as usize].clone();
+            let of_block = match &self.queries {
+                Some(set) => Examples::Queries(set),
+                None => {
+                    self.data.read_train(block.clone(), &mut triples)?;
+                    if c.mode == Mode::OneVsAll {
+                        let relations = self.data.relations.len() as u32;
+                        Examples::Queries(
+                            block_queries.insert(QuerySet::one_vs_all(&triples, relations)),
+                        )
+                    } else {
+                        Examples::Triples {
+                            triples: &triples,
+                            first: block.start,
                         }
                     }
                 }
-                (None, Mode::NegSample { neg_ratio }) => {
-                    let b = NegativeBatch::new(
-                        self.data,
-                        mine,
-                        neg_ratio,
-                        c.label_smoothing,
-                        c.seed,
-                        epoch,
-                    );
-                    model.train_step(&TrainBatch::Triples {
-                        heads: &b.heads,
-                        relations: &b.relations,
-                        tails: &b.tails,
-                        targets: &b.targets,
-                    })?
-                }
-                (None, _) => unreachable!("KvsAll and 1vsAll build their query sets"),
             };
-            loss += report.loss;
-            examples += report.examples;
-            progress.step(epoch + 1, step + 1, steps, report.loss);
+            let order = shuffled(of_block.len(), block_seed(c.seed, b as usize), epoch);
+            for range in batches(order.len(), c.batch_size) {
+                let global = &order[range];
+                let mine = &global[share(global.len(), rank, world)];
+                let report = self.step(model, &of_block, mine, epoch, step)?;
+                loss += report.loss;
+                examples += report.examples;
+                step += 1;
+                progress.step(epoch + 1, step, steps, report.loss);
+            }
         }
         self.epochs_done += 1;
         let report = EpochReport {
@@ -333,6 +378,68 @@ impl<'d> Trainer<'d> {
         };
         progress.epoch(&report);
         Ok(report)
+    }
+
+    /// Step `step` of `epoch`: this rank's examples `mine` (positions in `examples`).
+    fn step<S: ScoringFunction>(
+        &self,
+        model: &mut ShardedModel<'_, S>,
+        examples: &Examples<'_>,
+        mine: &[u32],
+        epoch: usize,
+        step: usize,
+    ) -> Result<crate::model::StepReport, ShardError> {
+        let c = &self.config;
+        match examples {
+            Examples::Queries(set) => {
+                let heads: Vec<u32> = mine.iter().map(|&i| set.heads[i as usize]).collect();
+                let relations: Vec<u32> = mine.iter().map(|&i| set.relations[i as usize]).collect();
+                let lists: Vec<&[u32]> = mine.iter().map(|&i| set.labels.get(i as usize)).collect();
+                let labels = crate::model::IdLists::from_lists(&lists);
+                let loss = c.loss.with_smoothing(c.label_smoothing);
+                match c.negatives {
+                    Negatives::All => model.train_step(&TrainBatch::AllEntities {
+                        heads: &heads,
+                        relations: &relations,
+                        labels: &labels,
+                        loss,
+                    }),
+                    Negatives::Uniform { count, batch } => {
+                        let entities = self.data.entities.len() as u32;
+                        let negatives = shared_negatives(entities, count, c.seed, epoch, step);
+                        model.train_step(&TrainBatch::SharedNegatives {
+                            heads: &heads,
+                            relations: &relations,
+                            labels: &labels,
+                            negatives: &negatives,
+                            batch_negatives: batch,
+                            loss,
+                        })
+                    }
+                }
+            }
+            Examples::Triples { triples, first } => {
+                let Mode::NegSample { neg_ratio } = c.mode else {
+                    unreachable!("only negative sampling trains on triples")
+                };
+                let b = NegativeBatch::new(
+                    triples,
+                    *first,
+                    mine,
+                    self.data.entities.len() as u32,
+                    neg_ratio,
+                    c.label_smoothing,
+                    c.seed,
+                    epoch,
+                );
+                model.train_step(&TrainBatch::Triples {
+                    heads: &b.heads,
+                    relations: &b.relations,
+                    tails: &b.tails,
+                    targets: &b.targets,
+                })
+            }
+        }
     }
 
     /// Filtered metrics on `split`. A collective.
