@@ -138,6 +138,18 @@ impl KernelSet {
                 got: init.len(),
             });
         }
+        self.allocate_with(rows, self.config.weight_dtype.encode(init))
+    }
+
+    /// Allocates a table of `rows` rows with zero weights (written later, a block of rows at a
+    /// time, so that a large table is never held twice) and zeroed optimizer states.
+    pub fn allocate_zeroed(&self, rows: usize) -> Result<TableBuffers, KernelError> {
+        let bytes = rows * self.config.dim * self.config.weight_dtype.size();
+        self.allocate_with(rows, vec![0u8; bytes])
+    }
+
+    fn allocate_with(&self, rows: usize, weights: Vec<u8>) -> Result<TableBuffers, KernelError> {
+        let dim = self.config.dim;
         let spec = self.config.optimizer.spec();
         let n_elem_states = spec.element_states().count();
         let state_len = |k: usize| {
@@ -154,7 +166,7 @@ impl KernelSet {
         // Exact-fit, persistent memory: a table lives as long as the process, and allocated in
         // the runtime's ordinary pools it would size the pages of every later per-step buffer
         // (they are carved from pages as large as the largest allocation seen).
-        let weights = Bytes::from_bytes_vec(self.config.weight_dtype.encode(init));
+        let weights = Bytes::from_bytes_vec(weights);
         Ok(self
             .client
             .memory_persistent_allocation(weights, |weights| TableBuffers {

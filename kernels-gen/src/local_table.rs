@@ -99,20 +99,33 @@ impl LocalTable {
         Self::with_kernels(KernelSet::new(client, config)?, rows, init)
     }
 
+    /// Creates a table of zero weights (to be written with [`LocalTable::write_rows`]),
+    /// compiling its kernels.
+    pub fn new_zeroed(
+        client: &Client,
+        config: TableConfig,
+        rows: usize,
+    ) -> Result<Self, KernelError> {
+        let kernels = KernelSet::new(client, config)?;
+        check_row_count(rows)?;
+        let buffers = kernels.allocate_zeroed(rows)?;
+        Ok(Self::from_parts(kernels, buffers, rows))
+    }
+
     /// Creates a table on already compiled kernels.
     pub fn with_kernels(
         kernels: KernelSet,
         rows: usize,
         init: &[f32],
     ) -> Result<Self, KernelError> {
-        if rows > u32::MAX as usize {
-            return Err(KernelError::InvalidShape(format!(
-                "{rows} rows exceed the u32 row index"
-            )));
-        }
+        check_row_count(rows)?;
         let buffers = kernels.allocate(rows, init)?;
+        Ok(Self::from_parts(kernels, buffers, rows))
+    }
+
+    fn from_parts(kernels: KernelSet, buffers: TableBuffers, rows: usize) -> Self {
         let hyper = HyperParams::new(kernels.config().optimizer);
-        Ok(Self {
+        Self {
             kernels,
             buffers: Some(buffers),
             rows,
@@ -122,7 +135,7 @@ impl LocalTable {
             non_finite: NonFinitePolicy::Reject,
             skipped: 0,
             uploads: UploadPool::default(),
-        })
+        }
     }
 
     /// The device buffers (weights and optimizer states), for kernels that read the table in
@@ -634,6 +647,16 @@ impl LocalTable {
         );
         Ok(())
     }
+}
+
+/// Refuses more rows than a `u32` row index reaches.
+fn check_row_count(rows: usize) -> Result<(), KernelError> {
+    if rows > u32::MAX as usize {
+        return Err(KernelError::InvalidShape(format!(
+            "{rows} rows exceed the u32 row index"
+        )));
+    }
+    Ok(())
 }
 
 /// `row_bytes`, if rows of that many bytes are whole 32-bit words (what the row copy moves).
