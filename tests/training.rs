@@ -16,7 +16,9 @@ use rowshard::data::{Dataset, Split};
 use rowshard::error::{InputError, ShardError};
 use rowshard::model::ModelSpec;
 use rowshard::models::{ComplEx, DistMult, RotatE, TransE};
-use rowshard::train::{Filters, Metrics, Mode, Negatives, TrainConfig, Trainer};
+use rowshard::train::{
+    Filters, Metrics, Mode, Negatives, Protocol, TrainConfig, Trainer, evaluate,
+};
 use rowshard::{IdLists, ShardedModel, TrainBatch};
 use rowshard_kernels::Backend;
 use rowshard_tests::model_suite::{
@@ -322,6 +324,58 @@ fn streamed_triples_train_as_in_memory_ones_and_agree_across_rank_counts() {
         );
     }
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn sampled_evaluation_is_full_ranking_when_it_samples_every_entity() {
+    let data = umls();
+    let config = TrainConfig {
+        mode: Mode::NegSample { neg_ratio: 4 },
+        epochs: 20,
+        batch_size: 512,
+        ..TrainConfig::default()
+    };
+    let spec = ModelSpec::of::<TransE>(data.entities.len(), data.relations.len());
+    let filters = Filters::new(&data).unwrap();
+    let run = |world: usize| -> Vec<Metrics> {
+        let results = threads::run(world, |comm| -> Result<_, ShardError> {
+            let client = Backend::Cpu.client()?;
+            let mut model = ShardedModel::<TransE>::new(comm, &client, &spec)?;
+            let mut trainer = Trainer::new(&data, config.clone())?;
+            while trainer.epochs_done < config.epochs {
+                trainer.epoch(&mut model, &mut rowshard::train::Silent)?;
+            }
+            [
+                Protocol::Full,
+                Protocol::Sampled { candidates: 1000 },
+                Protocol::Sampled { candidates: 20 },
+            ]
+            .into_iter()
+            .map(|p| evaluate(&model, &data, &filters, Split::Test, false, 256, p))
+            .collect::<Result<Vec<_>, _>>()
+        });
+        results.into_iter().next().unwrap().unwrap()
+    };
+    // Equal up to the order of the f64 sums over ranks.
+    let same = |a: &Metrics, b: &Metrics| {
+        let v = |m: &Metrics| [m.mrr, m.hits1, m.hits3, m.hits10];
+        v(a).iter().zip(v(b)).all(|(x, y)| (x - y).abs() < 1e-12) && a.queries == b.queries
+    };
+    let one = run(1);
+    let [full, all, few] = [one[0], one[1], one[2]];
+    assert_eq!(full.sampled_candidates, None);
+    assert_eq!(all.sampled_candidates, Some(135));
+    assert_eq!(few.sampled_candidates, Some(20));
+    assert!(full.mrr > 0.2, "{full:?}");
+    assert!(same(&all, &full), "{all:?} vs {full:?}");
+    assert!(few.mrr > full.mrr, "{few:?} vs {full:?}");
+    let two = run(2);
+    for (a, b) in two.iter().zip(&one) {
+        assert!(
+            same(a, b) && a.sampled_candidates == b.sampled_candidates,
+            "{a:?} vs {b:?}"
+        );
+    }
 }
 
 #[test]

@@ -403,10 +403,16 @@ fn prepared_and_synthetic_graphs_stream_and_bad_files_are_refused_before_trainin
         "1",
         "--stream-block",
         "700",
+        "--eval-sample",
+        "50",
     ]);
     assert!(ok, "{stderr}");
     assert!(
         stderr.contains("streamed from") && stderr.contains("blocks of 700"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("queries, filtered, against 50 sampled entities)"),
         "{stderr}"
     );
 
@@ -485,6 +491,7 @@ fn prepared_and_synthetic_graphs_stream_and_bad_files_are_refused_before_trainin
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&metrics).unwrap()).unwrap();
     assert!(json["train"]["tables_bytes"].as_u64().unwrap() > 3000 * 16 * 4);
+    assert!(json["test"]["sampled_candidates"].is_null(), "{json}");
     assert_eq!(
         json["train"]["stream_buffer_bytes"].as_u64().unwrap(),
         2 * 4096 * (12 + 2 * 16)

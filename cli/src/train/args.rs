@@ -143,6 +143,11 @@ pub struct TrainArgs {
     /// final metrics are the best evaluated model's.
     #[arg(long, default_value_t = 0)]
     pub eval_every: usize,
+    /// Rank each valid and test answer against N entities drawn uniformly (per ranking call)
+    /// instead of every entity: for graphs where full ranking is too slow. Reported as sampled
+    /// MRR, which is higher than (and not comparable with) the filtered MRR of full ranking.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub eval_sample: Option<u32>,
     /// Stop after this many evaluations without a gain in valid MRR of more than --min-delta
     /// (0: never stop early; needs --eval-every).
     #[arg(long, default_value_t = 0)]

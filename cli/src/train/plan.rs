@@ -5,7 +5,7 @@ use rowshard::data::Dataset;
 use rowshard::model::{
     ModelDefaults, ModelSpec, OptimizerSettings, Regularization, ScoringFunction,
 };
-use rowshard::train::{EpochReport, Loss, Mode, Negatives, TrainConfig};
+use rowshard::train::{EpochReport, Loss, Mode, Negatives, Protocol, TrainConfig};
 use rowshard_kernels::Optimizer;
 
 use super::args::{LossArg, ModeArg, TrainArgs};
@@ -148,6 +148,12 @@ impl<'a> Plan<'a> {
                 label_smoothing: args.label_smoothing,
                 schedule: args.lr_schedule,
                 eval_batch: 512,
+                eval_protocol: match args.eval_sample {
+                    None => Protocol::Full,
+                    Some(n) => Protocol::Sampled {
+                        candidates: n as usize,
+                    },
+                },
                 stream_block: args.stream_block as usize,
             },
         })

@@ -140,8 +140,16 @@ pub(super) fn run_rank<S: ScoringFunction>(
             if leader {
                 bars.println(format!(
                     "  epoch {e}: loss {:.5}, valid MRR {:.4} H@1 {:.4} H@10 {:.4} \
-                     ({train_seconds:.1} s of training{speed})",
-                    report.loss, m.mrr, m.hits1, m.hits10
+                     ({train_seconds:.1} s of training{speed}{})",
+                    report.loss,
+                    m.mrr,
+                    m.hits1,
+                    m.hits10,
+                    if m.sampled_candidates.is_some() {
+                        format!("; {}", m.protocol())
+                    } else {
+                        String::new()
+                    }
                 ));
             }
             evaluations.push(Evaluation {
@@ -217,8 +225,13 @@ pub(super) fn run_rank<S: ScoringFunction>(
     ));
     for (name, m) in [("valid", valid), ("test", test)] {
         say(format!(
-            "  {name:5}  MRR {:.4}  H@1 {:.4}  H@3 {:.4}  H@10 {:.4}  ({} queries, filtered)",
-            m.mrr, m.hits1, m.hits3, m.hits10, m.queries
+            "  {name:5}  MRR {:.4}  H@1 {:.4}  H@3 {:.4}  H@10 {:.4}  ({} queries, {})",
+            m.mrr,
+            m.hits1,
+            m.hits3,
+            m.hits10,
+            m.queries,
+            m.protocol()
         ));
     }
     let rows_read: u64 = all_values(comm, rows_read).map_err(fail)?.iter().sum();

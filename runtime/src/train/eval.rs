@@ -7,7 +7,7 @@ use crate::agree::sum_f64;
 use crate::data::{DataError, Dataset, Split, Triple};
 use crate::error::ShardError;
 use crate::model::{Direction, IdLists, RankQueries, ScoringFunction, ShardedModel};
-use crate::train::batches::share;
+use crate::train::batches::{share, shared_negatives};
 
 /// Filtered ranking metrics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -25,6 +25,37 @@ pub struct Metrics {
     pub hits10: f64,
     /// Queries ranked (two per triple: its head and its tail).
     pub queries: u64,
+    /// `None`: ranked against every entity (the filtered protocol). `Some(n)`: against `n`
+    /// sampled entities ([`Protocol::Sampled`]) — not comparable with full ranking.
+    #[serde(default)]
+    pub sampled_candidates: Option<u64>,
+}
+
+impl Metrics {
+    /// The protocol in words: `filtered`, or `filtered, against N sampled entities`.
+    pub fn protocol(&self) -> String {
+        match self.sampled_candidates {
+            None => "filtered".into(),
+            Some(n) => format!("filtered, against {n} sampled entities"),
+        }
+    }
+}
+
+/// What each query's true answer is ranked against.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Protocol {
+    /// Every entity, the other known answers left out (the filtered protocol of the
+    /// literature).
+    #[default]
+    Full,
+    /// `candidates` distinct entities drawn uniformly for each ranking call (shared by its
+    /// queries, fixed by the split and the call), the known answers among them left out, the
+    /// true answer added: for graphs where full ranking is too slow. Its MRR is higher than the
+    /// full ranking's and is reported as sampled.
+    Sampled {
+        /// Entities drawn per call.
+        candidates: usize,
+    },
 }
 
 /// The known answers of every (entity, relation) query over the whole data set, both ways.
@@ -120,8 +151,20 @@ fn queries<'a>(
     out
 }
 
-/// Ranks the queries of `split` (those of `limit` triples at most, when given), `batch` global
-/// queries at a time. A collective; every rank returns the same metrics.
+/// Bytes a rank may spend on one ranking call's scores: a call scores every query against the
+/// whole shard (16 bytes a pair, with the index lists of scoring that is not a dense product).
+const RANKING_BYTES: usize = 512 << 20;
+
+/// Global queries per ranking call: `batch`, or fewer where a shard of `shard_rows` rows would
+/// need more than [`RANKING_BYTES`] for them (at least 16).
+fn queries_per_call(batch: usize, shard_rows: usize) -> usize {
+    batch
+        .min((RANKING_BYTES / (16 * shard_rows.max(1))).max(16))
+        .max(1)
+}
+
+/// Ranks the queries of `split` by `protocol`, `batch` global queries at a time (fewer where
+/// a call's scores would not fit). A collective; every rank returns the same metrics.
 pub fn evaluate<S: ScoringFunction>(
     model: &ShardedModel<'_, S>,
     data: &Dataset,
@@ -129,11 +172,29 @@ pub fn evaluate<S: ScoringFunction>(
     split: Split,
     reciprocal: bool,
     batch: usize,
+    protocol: Protocol,
 ) -> Result<Metrics, ShardError> {
     let triples = data.split(split);
     let relations = data.relations.len() as u32;
     let all = queries(triples, filters, reciprocal.then_some(relations));
     let (rank, world) = (model.comm().rank(), model.comm().world());
+    let batch = match protocol {
+        Protocol::Full => {
+            let partition = model.entities().partition();
+            let largest = (0..world)
+                .map(|r| partition.local_rows(r))
+                .max()
+                .unwrap_or(0);
+            queries_per_call(batch, largest)
+        }
+        // At most 65,536 scored triples per rank and call.
+        Protocol::Sampled { candidates } => batch.min((world << 16) / (candidates + 1)).max(1),
+    };
+    let split_key = match split {
+        Split::Train => 0,
+        Split::Valid => 1,
+        Split::Test => 2,
+    };
     let mut sums = [0.0f64; 4];
     // Tail and head queries go in separate calls (a call has one direction).
     for direction in [Direction::Tail, Direction::Head] {
@@ -146,15 +207,26 @@ pub fn evaluate<S: ScoringFunction>(
             let anchors: Vec<u32> = mine.iter().map(|q| q.anchor).collect();
             let rels: Vec<u32> = mine.iter().map(|q| q.relation).collect();
             let answers: Vec<u32> = mine.iter().map(|q| q.answer).collect();
-            let lists: Vec<&[u32]> = mine.iter().map(|q| q.filter).collect();
-            let filter = IdLists::from_lists(&lists);
-            let ranks = model.rank(&RankQueries {
-                anchors: &anchors,
-                relations: &rels,
-                answers: &answers,
-                filters: &filter,
-                direction,
-            })?;
+            let ranks = match protocol {
+                Protocol::Full => {
+                    let lists: Vec<&[u32]> = mine.iter().map(|q| q.filter).collect();
+                    let filter = IdLists::from_lists(&lists);
+                    model.rank(&RankQueries {
+                        anchors: &anchors,
+                        relations: &rels,
+                        answers: &answers,
+                        filters: &filter,
+                        direction,
+                    })?
+                }
+                Protocol::Sampled { candidates } => {
+                    let entities = data.entities.len() as u32;
+                    let call = 2 * round + (direction == Direction::Head) as usize;
+                    let sample =
+                        shared_negatives(entities, candidates, 0x6576_616c, split_key, call);
+                    sampled_ranks(model, mine, &sample)?
+                }
+            };
             for r in ranks {
                 sums[0] += 1.0 / r;
                 sums[1] += (r <= 1.0) as u8 as f64;
@@ -172,5 +244,58 @@ pub fn evaluate<S: ScoringFunction>(
         hits3: total(sums[2])?,
         hits10: total(sums[3])?,
         queries: all.len() as u64,
+        sampled_candidates: match protocol {
+            Protocol::Full => None,
+            Protocol::Sampled { candidates } => Some(candidates.min(data.entities.len()) as u64),
+        },
     })
+}
+
+/// The ranks of this rank's queries `mine` against `sample` (the same on every rank): each
+/// query's answer and the sample scored by the forward kernel, the known answers in the sample
+/// left out; ties count half, a non-finite true score ranks last. A collective.
+fn sampled_ranks<S: ScoringFunction>(
+    model: &ShardedModel<'_, S>,
+    mine: &[&Query],
+    sample: &[u32],
+) -> Result<Vec<f64>, ShardError> {
+    let per_query = sample.len() + 1;
+    let (mut heads, mut rels, mut tails) = (Vec::new(), Vec::new(), Vec::new());
+    for q in mine {
+        for candidate in std::iter::once(q.answer).chain(sample.iter().copied()) {
+            let (h, t) = match q.direction {
+                Direction::Tail => (q.anchor, candidate),
+                Direction::Head => (candidate, q.anchor),
+            };
+            heads.push(h);
+            rels.push(q.relation);
+            tails.push(t);
+        }
+    }
+    let scores = model.score(&heads, &rels, &tails)?;
+    Ok(mine
+        .iter()
+        .zip(scores.chunks(per_query))
+        .map(|(q, scores)| {
+            let truth = scores[0];
+            let counted = sample
+                .iter()
+                .zip(&scores[1..])
+                .filter(|(c, _)| **c != q.answer && q.filter.binary_search(c).is_err());
+            let (mut better, mut tied, mut all) = (0u64, 0u64, 0u64);
+            for (_, &s) in counted {
+                all += 1;
+                if s > truth {
+                    better += 1;
+                } else if s == truth {
+                    tied += 1;
+                }
+            }
+            if truth.is_finite() {
+                1.0 + better as f64 + tied as f64 / 2.0
+            } else {
+                1.0 + all as f64
+            }
+        })
+        .collect())
 }

@@ -6,7 +6,7 @@ pub mod batches;
 pub mod eval;
 
 use batches::{NegativeBatch, QuerySet, batches, share, shared_negatives, shuffled};
-pub use eval::{Filters, Metrics, evaluate};
+pub use eval::{Filters, Metrics, Protocol, evaluate};
 
 use crate::data::{DataError, Dataset, Split, Triple};
 use crate::error::ShardError;
@@ -148,6 +148,8 @@ pub struct TrainConfig {
     pub schedule: LrSchedule,
     /// Global queries per ranking call in evaluation.
     pub eval_batch: usize,
+    /// What evaluation ranks each answer against: every entity, or a sample.
+    pub eval_protocol: Protocol,
     /// Training triples per block when they stream from a prepared folder: an epoch reads the
     /// blocks in a shuffled order and shuffles each, so a rank holds one block (12 bytes a
     /// triple, and its queries) at a time.
@@ -167,6 +169,7 @@ impl Default for TrainConfig {
             label_smoothing: 0.0,
             schedule: LrSchedule::Constant,
             eval_batch: 512,
+            eval_protocol: Protocol::Full,
             stream_block: 1 << 20,
         }
     }
@@ -442,7 +445,7 @@ impl<'d> Trainer<'d> {
         }
     }
 
-    /// Filtered metrics on `split`. A collective.
+    /// Filtered metrics on `split`, by the configured protocol. A collective.
     pub fn evaluate<S: ScoringFunction>(
         &self,
         model: &ShardedModel<'_, S>,
@@ -456,6 +459,7 @@ impl<'d> Trainer<'d> {
             split,
             self.config.mode.reciprocal(),
             self.config.eval_batch,
+            self.config.eval_protocol,
         )
     }
 }
