@@ -248,7 +248,7 @@ fn umls_softmax_run(
         // Label smoothing spreads over candidates every query shares (not without batch
         // negatives).
         label_smoothing: match negatives {
-            Negatives::Uniform { batch: false, .. } => 0.0,
+            Negatives::Shared { batch: false, .. } => 0.0,
             _ => 0.1,
         },
         ..TrainConfig::default()
@@ -278,9 +278,20 @@ fn umls_softmax_run(
 #[test]
 fn umls_1vsall_softmax_n3_on_1_2_and_4_ranks_agree() {
     let data = umls();
-    // Against every entity, and against 16 uniform draws (and the batch's true tails).
-    let uniform = |count, batch| Negatives::Uniform { count, batch };
-    for negatives in [Negatives::All, uniform(16, false), uniform(16, true)] {
+    // Against every entity, against 16 uniform draws (and the batch's true tails), and against
+    // uniform and degree-weighted draws.
+    let uniform = Negatives::uniform;
+    let degree = Negatives::Shared {
+        uniform: 8,
+        degree: 8,
+        batch: true,
+    };
+    for negatives in [
+        Negatives::All,
+        uniform(16, false),
+        uniform(16, true),
+        degree,
+    ] {
         let one = umls_softmax_run(&data, 1, negatives, 1 << 20);
         assert!(one.mrr > 0.3, "4 epochs learn something: {one:?}");
         for world in [2, 4] {
@@ -303,10 +314,7 @@ fn streamed_triples_train_as_in_memory_ones_and_agree_across_rank_counts() {
     rowshard::data::prepare(&data.folder, &dir).unwrap();
     let prepared = Dataset::load(&dir).unwrap();
     assert!(prepared.train.is_empty() && prepared.stream.is_some());
-    let negatives = Negatives::Uniform {
-        count: 16,
-        batch: true,
-    };
+    let negatives = Negatives::uniform(16, true);
     // One block of every triple: the in-memory epoch, to the bit.
     let whole = umls_softmax_run(&prepared, 2, negatives, 1 << 20);
     assert_eq!(whole, umls_softmax_run(&data, 2, negatives, 1 << 20));
@@ -384,8 +392,9 @@ fn shared_negatives_train_the_same_bits_from_the_same_seed() {
     let config = TrainConfig {
         mode: Mode::OneVsAll,
         loss: rowshard::train::Loss::SoftmaxCrossEntropy,
-        negatives: Negatives::Uniform {
-            count: 24,
+        negatives: Negatives::Shared {
+            uniform: 24,
+            degree: 8,
             batch: false,
         },
         epochs: 2,

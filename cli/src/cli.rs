@@ -335,7 +335,7 @@ fn bench_negatives(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     let big = synthetic(args.synthetic_entities, 100, args.synthetic_triples, 7);
     let label = format!("synthetic {}M", args.synthetic_entities as f64 / 1e6);
     let mut figures = Vec::new();
-    let uniform = |count, batch| Negatives::Uniform { count, batch };
+    let uniform = Negatives::uniform;
     for &ranks in &args.ranks {
         let case = |mode, negatives, batch| TrainCase {
             data: label.clone(),

@@ -170,6 +170,14 @@ fn bad_input_is_one_line_and_a_non_zero_exit() {
         "--negatives applies to kvsall and 1vsall",
     );
     // Flags the parser refuses on its own (clap's message, before anything is loaded).
+    for (bad, why) in [
+        ("degree:x", "a positive number of negatives"),
+        ("uniform:4,zipf:2", "unknown negatives `uniform:4,zipf:2`"),
+        ("batch", "need uniform:N or degree:N"),
+    ] {
+        let (ok, _, stderr) = rowshard(&["train", "--negatives", bad]);
+        assert!(!ok && stderr.contains(why), "{bad}: {stderr}");
+    }
     let (ok, _, stderr) = rowshard(&["train", "--negatives", "uniform:0"]);
     assert!(
         !ok && stderr.contains("a positive number of negatives is needed"),

@@ -149,8 +149,8 @@ fn run_model<S: ScoringFunction + ModelDefaults>(
                     };
                     let negatives = match case.negatives {
                         Negatives::All => None,
-                        Negatives::Uniform { count, batch } => {
-                            Some((shared_negatives(entities, count, 1, 0, step), batch))
+                        Negatives::Shared { uniform, batch, .. } => {
+                            Some((shared_negatives(entities, uniform, 1, 0, step), batch))
                         }
                     };
                     model.train_step(&match &negatives {
@@ -220,9 +220,9 @@ pub fn print(backend: Backend, figures: &[TrainFigure]) {
         let c = &f.case;
         let mode = match (c.mode, c.negatives) {
             (Mode::NegSample { neg_ratio }, _) => format!("negsample({neg_ratio})"),
-            (other, Negatives::Uniform { count, batch }) => {
+            (other, Negatives::Shared { uniform, batch, .. }) => {
                 let batch = if batch { "+batch" } else { "" };
-                format!("{}+shared({count}{batch})", other.name())
+                format!("{}+shared({uniform}{batch})", other.name())
             }
             (other, Negatives::All) => other.name().to_string(),
         };

@@ -83,9 +83,9 @@ pub struct TrainArgs {
     /// Loss of kvsall and 1vsall (default: bce for kvsall, ce for 1vsall).
     #[arg(long, value_enum)]
     pub loss: Option<LossArg>,
-    /// What kvsall and 1vsall score each query against: all (every entity), uniform:N (its true
-    /// tails and N uniform entities drawn per step, shared by the batch) or uniform:N,batch
-    /// (also the batch's true tails).
+    /// What kvsall and 1vsall score each query against: all (every entity), or shared
+    /// negatives drawn per step — uniform:N (N distinct uniform entities), degree:N (N drawn by
+    /// degree), batch (the batch's true tails), comma-separated: uniform:N,degree:M,batch.
     #[arg(long, default_value = "all", value_parser = parse_negatives)]
     pub negatives: Negatives,
     /// Corruptions per true triple (negsample).
@@ -229,22 +229,40 @@ fn parse_schedule(s: &str) -> Result<LrSchedule, String> {
 }
 
 fn parse_negatives(s: &str) -> Result<Negatives, String> {
-    let (uniform, batch) = match s.strip_suffix(",batch") {
-        Some(rest) => (rest, true),
-        None => (s, false),
-    };
-    match uniform.split_once(':') {
-        None if s == "all" => Ok(Negatives::All),
-        Some(("uniform", n)) => match n.parse::<usize>() {
-            Ok(count) if count > 0 => Ok(Negatives::Uniform { count, batch }),
+    if s == "all" {
+        return Ok(Negatives::All);
+    }
+    let (mut uniform, mut degree, mut batch) = (0, 0, false);
+    for part in s.split(',') {
+        let count = |n: &str| match n.parse::<usize>() {
+            Ok(count) if count > 0 => Ok(count),
             _ => Err(format!(
                 "`{n}` in `{s}`: a positive number of negatives is needed"
             )),
-        },
-        _ => Err(format!(
-            "unknown negatives `{s}`; expected all, uniform:N or uniform:N,batch"
-        )),
+        };
+        match part.split_once(':') {
+            Some(("uniform", n)) => uniform = count(n)?,
+            Some(("degree", n)) => degree = count(n)?,
+            None if part == "batch" => batch = true,
+            _ => {
+                return Err(format!(
+                    "unknown negatives `{s}`; expected all, or uniform:N, degree:N and batch \
+                     separated by commas (uniform:N,degree:M,batch)"
+                ));
+            }
+        }
     }
+    if uniform + degree == 0 {
+        return Err(format!(
+            "`{s}`: shared negatives need uniform:N or degree:N (batch alone is not yet \
+             supported)"
+        ));
+    }
+    Ok(Negatives::Shared {
+        uniform,
+        degree,
+        batch,
+    })
 }
 
 fn parse_init(s: &str) -> Result<InitScheme, String> {

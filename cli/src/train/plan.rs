@@ -106,7 +106,7 @@ impl<'a> Plan<'a> {
                     .into(),
             );
         }
-        if matches!(args.negatives, Negatives::Uniform { batch: false, .. })
+        if matches!(args.negatives, Negatives::Shared { batch: false, .. })
             && args.label_smoothing > 0.0
         {
             return Err(

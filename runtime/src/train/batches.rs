@@ -5,7 +5,7 @@
 //! negatives are drawn from a counter-based generator keyed by (seed, epoch, triple, draw): the
 //! data a step trains on does not depend on the number of ranks.
 
-use crate::data::Triple;
+use crate::data::{DataError, Dataset, Triple};
 use crate::init::SplitMix64;
 use crate::model::IdLists;
 
@@ -150,6 +150,73 @@ pub fn shared_negatives(
     ids.into_iter().collect()
 }
 
+/// Draws entities in proportion to their degree (their count as head or tail in the training
+/// triples): the frequency-weighted negatives of word2vec and PyTorch-BigGraph, which make a
+/// model tell the true answer from the entities it sees most.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DegreeSampler {
+    /// Cumulative degrees: entity `e` owns draws in `[cumulative[e − 1], cumulative[e])`.
+    cumulative: Vec<u64>,
+}
+
+impl DegreeSampler {
+    /// The degrees of `data`'s entities, from one pass over its training triples (a block at a
+    /// time when they stream).
+    pub fn new(data: &Dataset) -> Result<Self, DataError> {
+        let mut degree = vec![0u64; data.entities.len()];
+        let mut block = Vec::new();
+        let n = data.train_len();
+        for first in (0..n).step_by(1 << 20) {
+            data.read_train(first..(first + (1 << 20)).min(n), &mut block)?;
+            for &[h, _, t] in &block {
+                degree[h as usize] += 1;
+                degree[t as usize] += 1;
+            }
+        }
+        Ok(Self::from_degrees(&degree))
+    }
+
+    /// From each entity's degree.
+    pub fn from_degrees(degrees: &[u64]) -> Self {
+        let mut total = 0;
+        let cumulative = degrees
+            .iter()
+            .map(|&d| {
+                total += d;
+                total
+            })
+            .collect();
+        Self { cumulative }
+    }
+
+    /// Adds `count` draws (keyed by seed, epoch and step) to the ascending distinct ids
+    /// `negatives`, keeping them ascending and distinct.
+    pub fn extend(
+        &self,
+        negatives: &mut Vec<u32>,
+        count: usize,
+        seed: u64,
+        epoch: usize,
+        step: usize,
+    ) {
+        let total = self.cumulative.last().copied().unwrap_or(0);
+        if total == 0 || count == 0 {
+            return;
+        }
+        let key = seed
+            ^ 0x6465_6772_6565
+            ^ (epoch as u64).wrapping_mul(0xd1b5_4a32_d192_ed03)
+            ^ (step as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mut rng = SplitMix64::new(key);
+        negatives.extend((0..count).map(|_| {
+            let draw = rng.next_u64() % total;
+            self.cumulative.partition_point(|&c| c <= draw) as u32
+        }));
+        negatives.sort_unstable();
+        negatives.dedup();
+    }
+}
+
 /// The triples of a negative-sampling step: each true triple followed by `neg_ratio`
 /// corruptions, with their targets (`1 − ε` and `ε`).
 pub struct NegativeBatch {
@@ -261,6 +328,14 @@ mod tests {
         assert_eq!(n, shared_negatives(1000, 64, 9, 1, 2));
         assert_ne!(n, shared_negatives(1000, 64, 9, 1, 3));
         assert!(n.windows(2).all(|w| w[0] < w[1]) && n.len() > 50 && n[n.len() - 1] < 1000);
+        let degrees = DegreeSampler::from_degrees(&[0, 5, 0, 1000, 1]);
+        let mut drawn = vec![2];
+        degrees.extend(&mut drawn, 64, 9, 1, 2);
+        assert!(
+            drawn.contains(&2) && drawn.contains(&3) && !drawn.contains(&0),
+            "{drawn:?}"
+        );
+        assert!(drawn.windows(2).all(|w| w[0] < w[1]), "{drawn:?}");
         let c = corrupt([1, 2, 3], 50, 9, 1, 4, 0);
         assert_eq!(c, corrupt([1, 2, 3], 50, 9, 1, 4, 0));
         assert!((c[0] == 1) ^ (c[2] == 3) || c == [1, 2, 3]);

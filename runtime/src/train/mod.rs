@@ -5,7 +5,7 @@
 pub mod batches;
 pub mod eval;
 
-use batches::{NegativeBatch, QuerySet, batches, share, shared_negatives, shuffled};
+use batches::{DegreeSampler, NegativeBatch, QuerySet, batches, share, shared_negatives, shuffled};
 pub use eval::{Filters, Metrics, Protocol, evaluate};
 
 use crate::data::{DataError, Dataset, Split, Triple};
@@ -89,15 +89,30 @@ pub enum Negatives {
     /// Every entity.
     #[default]
     All,
-    /// Shared negatives, drawn anew for every step: `count` distinct uniform entities, every
-    /// query against all of them and its own true tails — with `batch`, also against every true
-    /// tail of the global batch ([`TrainBatch::SharedNegatives`]).
-    Uniform {
-        /// Entities drawn per step.
-        count: usize,
+    /// Shared negatives, drawn anew for every step and the same on every rank: `uniform`
+    /// distinct entities drawn uniformly and `degree` drawn in proportion to their degree in
+    /// the training triples (with replacement; a repeat counts once), every query against all
+    /// of them and its own true tails — with `batch`, also against every true tail of the
+    /// global batch ([`TrainBatch::SharedNegatives`]).
+    Shared {
+        /// Entities drawn uniformly per step.
+        uniform: usize,
+        /// Entities drawn by degree per step.
+        degree: usize,
         /// Whether the batch's true tails are every query's negatives too.
         batch: bool,
     },
+}
+
+impl Negatives {
+    /// `count` uniform shared negatives per step, and with `batch` the batch's true tails.
+    pub fn uniform(count: usize, batch: bool) -> Self {
+        Negatives::Shared {
+            uniform: count,
+            degree: 0,
+            batch,
+        }
+    }
 }
 
 /// How the learning rates change over the epochs.
@@ -215,6 +230,8 @@ pub struct Trainer<'d> {
     config: TrainConfig,
     /// KvsAll's queries, and 1vsAll's when the triples are in memory.
     queries: Option<QuerySet>,
+    /// The entities' degrees, to draw negatives by.
+    degrees: Option<DegreeSampler>,
     /// Base learning rates the schedule scales.
     base_lr: Option<(f64, f64)>,
     /// Epochs finished.
@@ -255,10 +272,15 @@ impl<'d> Trainer<'d> {
             (Mode::OneVsAll, None) => Some(QuerySet::one_vs_all(&data.train, relations)),
             _ => None,
         };
+        let degrees = match config.negatives {
+            Negatives::Shared { degree, .. } if degree > 0 => Some(DegreeSampler::new(data)?),
+            _ => None,
+        };
         Ok(Self {
             data,
             config,
             queries,
+            degrees,
             base_lr: None,
             epochs_done: 0,
         })
@@ -407,9 +429,17 @@ impl<'d> Trainer<'d> {
                         labels: &labels,
                         loss,
                     }),
-                    Negatives::Uniform { count, batch } => {
+                    Negatives::Shared {
+                        uniform,
+                        degree,
+                        batch,
+                    } => {
                         let entities = self.data.entities.len() as u32;
-                        let negatives = shared_negatives(entities, count, c.seed, epoch, step);
+                        let mut negatives =
+                            shared_negatives(entities, uniform, c.seed, epoch, step);
+                        if let Some(degrees) = &self.degrees {
+                            degrees.extend(&mut negatives, degree, c.seed, epoch, step);
+                        }
                         model.train_step(&TrainBatch::SharedNegatives {
                             heads: &heads,
                             relations: &relations,
