@@ -50,6 +50,13 @@ pub enum InputError {
         /// Its `f32` bits.
         value: u64,
     },
+    /// Triples that do not split into groups of a true triple and its corruptions.
+    Groups {
+        /// Triples given.
+        triples: u64,
+        /// Triples per group.
+        group: u64,
+    },
     /// A query with no true entity, under a loss that needs one (softmax cross-entropy).
     NoLabels {
         /// Its position in the batch.
@@ -107,6 +114,13 @@ impl std::fmt::Display for InputError {
                     f32::from_bits(value as u32)
                 )
             }
+            InputError::Groups { triples, group } => {
+                write!(
+                    f,
+                    "{triples} triples do not split into groups of {group} (a true triple and \
+                     its corruptions)"
+                )
+            }
             InputError::NoLabels { position } => {
                 write!(
                     f,
@@ -138,6 +152,7 @@ impl InputError {
             InputError::Target { position } => [7, position, 0],
             InputError::Smoothing { value } => [8, value, 0],
             InputError::NoLabels { position } => [9, position, 0],
+            InputError::Groups { triples, group } => [10, triples, group],
         }
     }
 
@@ -167,6 +182,10 @@ impl InputError {
             7 => Some(InputError::Target { position: words[1] }),
             8 => Some(InputError::Smoothing { value: words[1] }),
             9 => Some(InputError::NoLabels { position: words[1] }),
+            10 => Some(InputError::Groups {
+                triples: words[1],
+                group: words[2],
+            }),
             _ => None,
         }
     }

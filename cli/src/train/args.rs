@@ -25,13 +25,17 @@ pub enum ModeArg {
     Negsample,
 }
 
-/// Losses of the modes that score against every entity.
+/// Losses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LossArg {
-    /// Binary cross-entropy on every (query, entity) score.
+    /// Binary cross-entropy on every score (negsample with --adversarial-temperature: on the
+    /// true triple, and on its corruptions weighted by a softmax of their scores).
     Bce,
-    /// Softmax cross-entropy over all entities.
+    /// Softmax cross-entropy over all entities, the candidates, or a true triple and its
+    /// corruptions.
     Ce,
+    /// Margin ranking of each true triple against its corruptions (negsample; --margin).
+    Margin,
 }
 
 /// How ranks are started.
@@ -80,7 +84,7 @@ pub struct TrainArgs {
     /// Training mode (default: kvsall for scores linear in the tail, else negsample).
     #[arg(long, value_enum)]
     pub mode: Option<ModeArg>,
-    /// Loss of kvsall and 1vsall (default: bce for kvsall, ce for 1vsall).
+    /// Loss (default: bce for kvsall and negsample, ce for 1vsall); margin for negsample only.
     #[arg(long, value_enum)]
     pub loss: Option<LossArg>,
     /// What kvsall and 1vsall score each query against: all (every entity), or shared
@@ -91,6 +95,13 @@ pub struct TrainArgs {
     /// Corruptions per true triple (negsample).
     #[arg(long, default_value_t = 4)]
     pub neg_ratio: usize,
+    /// Self-adversarial negative sampling (Sun et al., 2019) with this temperature α > 0:
+    /// negsample's bce weighs each true triple's corruptions by softmax(α · score).
+    #[arg(long, value_parser = parse_positive)]
+    pub adversarial_temperature: Option<f64>,
+    /// The margin γ of --loss margin.
+    #[arg(long, default_value_t = 1.0, value_parser = parse_positive)]
+    pub margin: f64,
     /// Training triples per block when they stream from a prepared folder (`rowshard
     /// prepare`): an epoch reads the blocks in a shuffled order and shuffles within each.
     #[arg(long, default_value_t = 1 << 20, value_parser = clap::value_parser!(u32).range(1..))]
@@ -172,6 +183,13 @@ pub struct TrainArgs {
     /// Draw progress bars (default: when stderr is a terminal).
     #[arg(long)]
     pub progress: Option<bool>,
+}
+
+fn parse_positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("`{s}` is not a finite number > 0")),
+    }
 }
 
 fn parse_non_negative(s: &str) -> Result<f64, String> {

@@ -3,7 +3,7 @@
 
 use rowshard::data::Dataset;
 use rowshard::model::{
-    ModelDefaults, ModelSpec, OptimizerSettings, Regularization, ScoringFunction,
+    CorruptionLoss, ModelDefaults, ModelSpec, OptimizerSettings, Regularization, ScoringFunction,
 };
 use rowshard::train::{EpochReport, Loss, Mode, Negatives, Protocol, TrainConfig};
 use rowshard_kernels::Optimizer;
@@ -118,15 +118,45 @@ impl<'a> Plan<'a> {
         if args.patience > 0 && args.eval_every == 0 {
             return Err("--patience needs --eval-every: evaluations to be patient with".into());
         }
-        let loss = match (args.loss, mode) {
-            (None, _) => Loss::default_for(mode),
-            (Some(_), Mode::NegSample { .. }) => {
+        let negsample = matches!(mode, Mode::NegSample { .. });
+        if args.adversarial_temperature.is_some()
+            && !(negsample && matches!(args.loss, None | Some(LossArg::Bce)))
+        {
+            return Err(
+                "--adversarial-temperature applies to negsample with --loss bce (it weighs a \
+                 true triple's corruptions)"
+                    .into(),
+            );
+        }
+        let corruption_loss = match (args.loss, args.adversarial_temperature) {
+            _ if !negsample => None,
+            (None | Some(LossArg::Bce), None) => None,
+            (None | Some(LossArg::Bce), Some(alpha)) => Some(CorruptionLoss::Logistic {
+                adversarial: Some(alpha as f32),
+            }),
+            (Some(LossArg::Ce), _) => Some(CorruptionLoss::Softmax),
+            (Some(LossArg::Margin), _) => Some(CorruptionLoss::Margin {
+                margin: args.margin as f32,
+            }),
+        };
+        if corruption_loss.is_some() && args.label_smoothing > 0.0 {
+            return Err(
+                "--label-smoothing applies to negsample's plain bce (targets on each triple)"
+                    .into(),
+            );
+        }
+        let loss = match args.loss {
+            _ if negsample => Loss::BinaryCrossEntropy,
+            None => Loss::default_for(mode),
+            Some(LossArg::Bce) => Loss::BinaryCrossEntropy,
+            Some(LossArg::Ce) => Loss::SoftmaxCrossEntropy,
+            Some(LossArg::Margin) => {
                 return Err(
-                    "--loss applies to kvsall and 1vsall; negsample trains with bce".into(),
+                    "--loss margin applies to negsample (ranking a true triple against its \
+                     corruptions); kvsall and 1vsall train with bce or ce"
+                        .into(),
                 );
             }
-            (Some(LossArg::Bce), _) => Loss::BinaryCrossEntropy,
-            (Some(LossArg::Ce), _) => Loss::SoftmaxCrossEntropy,
         };
         Ok(Plan {
             args,
@@ -141,6 +171,7 @@ impl<'a> Plan<'a> {
             config: TrainConfig {
                 mode,
                 loss,
+                corruption_loss,
                 negatives: args.negatives,
                 epochs: args.epochs as usize,
                 batch_size: args.batch_size as usize,

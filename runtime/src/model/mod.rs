@@ -10,6 +10,7 @@
 
 mod all_entities;
 mod candidates;
+mod corruptions;
 mod dropout;
 #[doc(hidden)]
 pub mod host;
@@ -23,6 +24,7 @@ mod settings;
 mod sharded_model;
 mod train;
 
+pub use corruptions::CorruptionLoss;
 pub use dropout::{DropoutSide, dropout_mask};
 pub use id_lists::IdLists;
 pub use rank::{Direction, RankQueries};

@@ -8,6 +8,7 @@
 use cubecl::bytes::Bytes;
 
 use super::candidates::SharedNegatives;
+use super::corruptions::CorruptionLoss;
 use super::id_lists::IdLists;
 use super::scoring::ScoringFunction;
 use super::sharded_model::ShardedModel;
@@ -83,6 +84,21 @@ pub enum TrainBatch<'a> {
         /// The loss.
         loss: EntityLoss,
     },
+    /// Negative sampling in groups: each true triple followed by `per_positive` corruptions of
+    /// it, `1 + per_positive` triples a group, the loss over each group ([`CorruptionLoss`]:
+    /// self-adversarial logistic, softmax, margin); the mean over the global batch's groups.
+    Corrupted {
+        /// Heads.
+        heads: &'a [u32],
+        /// Relations.
+        relations: &'a [u32],
+        /// Tails.
+        tails: &'a [u32],
+        /// Corruptions per true triple.
+        per_positive: usize,
+        /// The loss.
+        loss: CorruptionLoss,
+    },
 }
 
 /// The loss of a step that scores queries against every entity.
@@ -149,7 +165,58 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 relations,
                 tails,
                 targets,
-            } => self.train_triples(heads, relations, tails, targets),
+            } => {
+                let bad_target = targets
+                    .iter()
+                    .position(|y| !(0.0..=1.0).contains(y))
+                    .map(|p| InputError::Target { position: p as u64 });
+                let lengths = length_error(heads.len(), &[targets.len()]);
+                self.train_scored(
+                    heads,
+                    relations,
+                    tails,
+                    lengths.or(bad_target),
+                    |scores, total| {
+                        let mut loss = 0.0f64;
+                        let upstream = scores
+                            .iter()
+                            .zip(targets)
+                            .map(|(&s, &y)| {
+                                loss += bce(s as f64, y as f64);
+                                let p = 1.0 / (1.0 + (-s as f64).exp());
+                                ((p - y as f64) / total as f64) as f32
+                            })
+                            .collect();
+                        (loss, upstream)
+                    },
+                )
+            }
+            TrainBatch::Corrupted {
+                heads,
+                relations,
+                tails,
+                per_positive,
+                loss,
+            } => {
+                let group = 1 + per_positive;
+                let bad_groups =
+                    (!heads.len().is_multiple_of(group)).then_some(InputError::Groups {
+                        triples: heads.len() as u64,
+                        group: group as u64,
+                    });
+                self.train_scored(heads, relations, tails, bad_groups, |scores, total| {
+                    let groups = total / group as u64;
+                    let (mut sum, mut s, mut g) = (0.0f64, vec![0.0; group], vec![0.0; group]);
+                    let mut upstream = Vec::with_capacity(scores.len());
+                    for chunk in scores.chunks(group) {
+                        s.iter_mut().zip(chunk).for_each(|(a, &b)| *a = b as f64);
+                        sum += loss.group(&s, &mut g);
+                        upstream.extend(g.iter().map(|&x| (x / groups as f64) as f32));
+                    }
+                    // The report's loss is the mean over triples: per group, scaled back.
+                    (sum * group as f64, upstream)
+                })
+            }
             TrainBatch::KvsAll {
                 heads,
                 relations,
@@ -185,22 +252,21 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         }
     }
 
-    fn train_triples(
+    /// A step on scored triples: `loss` turns the scores and the global number of triples
+    /// into the summed loss and each score's gradient (of the mean loss); `extra` is a verdict
+    /// on the input beyond its shape.
+    fn train_scored(
         &mut self,
         heads: &[u32],
         relations: &[u32],
         tails: &[u32],
-        targets: &[f32],
+        extra: Option<InputError>,
+        loss: impl FnOnce(&[f32], u64) -> (f64, Vec<f32>),
     ) -> Result<StepReport, ShardError> {
         let n = heads.len();
-        let verdict = length_error(n, &[relations.len(), tails.len(), targets.len()])
-            .or_else(|| self.check_relations(relations))
-            .or_else(|| {
-                targets
-                    .iter()
-                    .position(|y| !(0.0..=1.0).contains(y))
-                    .map(|p| InputError::Target { position: p as u64 })
-            });
+        let verdict = length_error(n, &[relations.len(), tails.len()])
+            .or(extra)
+            .or_else(|| self.check_relations(relations));
         agree_on_input(self.comm, verdict)?;
         let total: u64 = all_values(self.comm, n as u64)?.iter().sum();
         if total == 0 {
@@ -220,16 +286,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let scores = self
             .kernels
             .read(self.kernels.forward(&ent, &rel, &triples), n)?;
-        let mut loss = 0.0f64;
-        let upstream: Vec<f32> = scores
-            .iter()
-            .zip(targets)
-            .map(|(&s, &y)| {
-                loss += bce(s as f64, y as f64);
-                let p = 1.0 / (1.0 + (-s as f64).exp());
-                ((p - y as f64) / total as f64) as f32
-            })
-            .collect();
+        let (loss, upstream) = loss(&scores, total);
         let upstream = self.kernels.client().create(Bytes::from_elems(upstream));
         let [dh, dr, dt] = self.kernels.backward(&ent, &rel, &triples, &upstream);
         let dim = self.spec.settings.dim;

@@ -10,7 +10,7 @@ pub use eval::{Filters, Metrics, Protocol, evaluate};
 
 use crate::data::{DataError, Dataset, Split, Triple};
 use crate::error::ShardError;
-use crate::model::{EntityLoss, ScoringFunction, ShardedModel, TrainBatch};
+use crate::model::{CorruptionLoss, EntityLoss, ScoringFunction, ShardedModel, TrainBatch};
 
 /// How a step scores.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -149,6 +149,10 @@ pub struct TrainConfig {
     pub mode: Mode,
     /// The loss of KvsAll and 1vsAll steps (negative sampling: binary cross-entropy).
     pub loss: Loss,
+    /// Negative sampling's loss over each true triple and its corruptions; `None`: binary
+    /// cross-entropy on every triple with targets 1 and 0 (smoothed), the mean over triples
+    /// (dicee's).
+    pub corruption_loss: Option<CorruptionLoss>,
     /// What KvsAll and 1vsAll steps score against: every entity, or shared negatives.
     pub negatives: Negatives,
     /// Epochs to run.
@@ -177,6 +181,7 @@ impl Default for TrainConfig {
         Self {
             mode: Mode::KvsAll,
             loss: Loss::BinaryCrossEntropy,
+            corruption_loss: None,
             negatives: Negatives::All,
             epochs: 256,
             batch_size: 1024,
@@ -465,12 +470,21 @@ impl<'d> Trainer<'d> {
                     c.seed,
                     epoch,
                 );
-                model.train_step(&TrainBatch::Triples {
-                    heads: &b.heads,
-                    relations: &b.relations,
-                    tails: &b.tails,
-                    targets: &b.targets,
-                })
+                match c.corruption_loss {
+                    None => model.train_step(&TrainBatch::Triples {
+                        heads: &b.heads,
+                        relations: &b.relations,
+                        tails: &b.tails,
+                        targets: &b.targets,
+                    }),
+                    Some(loss) => model.train_step(&TrainBatch::Corrupted {
+                        heads: &b.heads,
+                        relations: &b.relations,
+                        tails: &b.tails,
+                        per_positive: neg_ratio,
+                        loss,
+                    }),
+                }
             }
         }
     }
