@@ -78,10 +78,15 @@ pub fn gradient(graph: &mut Graph, output: Id, seed: Id) -> BTreeMap<(Input, u32
                 give(graph, a, ga);
             }
             Op::Sqrt(a) => {
-                // d sqrt(a) = da / (2 sqrt(a))
+                // d sqrt(a) = da / (2 sqrt(a)), the denominator kept off 0: at a = 0 (a norm of
+                // a zero vector, |z| of z = 0) the gradient is then finite, and what feeds a is
+                // 0 there too (a = x², d/dx = 2x = 0), so the chain gives 0 — the subgradient
+                // PyTorch's norm takes — instead of 0 · ∞ = NaN.
                 let half = graph.num(0.5);
                 let h = graph.mul(g, half);
-                let ga = graph.div(h, id);
+                let tiny = graph.num(1e-30);
+                let off_zero = graph.add(id, tiny);
+                let ga = graph.div(h, off_zero);
                 give(graph, a, ga);
             }
             Op::Exp(a) => {
@@ -250,5 +255,25 @@ mod tests {
             },
             full,
         );
+    }
+
+    /// At a zero distance the norm's gradient is 0, not NaN (0 · ∞): a corruption can equal
+    /// the true triple's translation, and one NaN refuses a whole training step.
+    #[test]
+    fn the_gradient_of_a_norm_at_zero_is_finite() {
+        let f: syn::ImplItemFn = syn::parse2(quote::quote! {
+            fn score(h: Row, r: Row, t: Row) -> Scalar { 6.0 - norm_l2(h + r - t) }
+        })
+        .unwrap();
+        let mut cx = Ctxt::default();
+        let parsed = parse_score_fn(&f, &mut cx).unwrap();
+        let mut lowered = lower(&parsed, Frac::new(1, 1), &mut cx).unwrap();
+        let seed = lowered.graph.upstream();
+        let grads = gradient(&mut lowered.graph, lowered.score, seed);
+        let (h, r) = (rows(1, 8), vec![0.0; 8]);
+        for (_, &id) in grads.iter() {
+            let g = evaluate(&lowered.graph, &[id], [&h, &r, &h], 8, 1.0)[0].clone();
+            assert!(g.iter().all(|x| *x == 0.0), "{g:?}");
+        }
     }
 }
