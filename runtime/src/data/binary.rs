@@ -201,13 +201,19 @@ impl TripleFile {
         Ok(())
     }
 
-    /// Reads every triple once, a block at a time, to check their ids.
-    pub fn check(&self) -> Result<(), DataError> {
+    /// Calls `f` with every triple, a block at a time (ids checked as by [`TripleFile::read`]).
+    pub fn each_block(&self, mut f: impl FnMut(&[Triple])) -> Result<(), DataError> {
         let mut buf = Vec::new();
         for first in (0..self.len()).step_by(SCAN_BLOCK) {
             self.read(first..(first + SCAN_BLOCK).min(self.len()), &mut buf)?;
+            f(&buf);
         }
         Ok(())
+    }
+
+    /// Reads every triple once, a block at a time, to check their ids.
+    pub fn check(&self) -> Result<(), DataError> {
+        self.each_block(|_| ())
     }
 
     /// Reads all its triples.

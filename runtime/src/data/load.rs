@@ -242,6 +242,18 @@ impl Dataset {
         }
     }
 
+    /// Calls `f` with the training triples: all at once from memory, or a block at a time from
+    /// `train.bin`.
+    pub fn each_train_block(&self, mut f: impl FnMut(&[Triple])) -> Result<(), DataError> {
+        match &self.stream {
+            Some(file) => file.each_block(f),
+            None => {
+                f(&self.train);
+                Ok(())
+            }
+        }
+    }
+
     /// The training triples at positions `range`, into `out` (replacing its contents): copied
     /// from memory, or read from `train.bin`.
     pub fn read_train(&self, range: Range<usize>, out: &mut Vec<Triple>) -> Result<(), DataError> {

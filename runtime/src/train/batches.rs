@@ -164,15 +164,12 @@ impl DegreeSampler {
     /// time when they stream).
     pub fn new(data: &Dataset) -> Result<Self, DataError> {
         let mut degree = vec![0u64; data.entities.len()];
-        let mut block = Vec::new();
-        let n = data.train_len();
-        for first in (0..n).step_by(1 << 20) {
-            data.read_train(first..(first + (1 << 20)).min(n), &mut block)?;
-            for &[h, _, t] in &block {
+        data.each_train_block(|block| {
+            for &[h, _, t] in block {
                 degree[h as usize] += 1;
                 degree[t as usize] += 1;
             }
-        }
+        })?;
         Ok(Self::from_degrees(&degree))
     }
 

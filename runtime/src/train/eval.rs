@@ -81,20 +81,16 @@ impl Filters {
                     heads.entry((r, t)).or_default().push(h);
                 }
             }
-            Some(file) => {
-                let mut block = Vec::new();
-                for first in (0..file.len()).step_by(1 << 20) {
-                    file.read(first..(first + (1 << 20)).min(file.len()), &mut block)?;
-                    for &[h, r, t] in &block {
-                        if let Some(list) = tails.get_mut(&(h, r)) {
-                            list.push(t);
-                        }
-                        if let Some(list) = heads.get_mut(&(r, t)) {
-                            list.push(h);
-                        }
+            Some(_) => data.each_train_block(|block| {
+                for &[h, r, t] in block {
+                    if let Some(list) = tails.get_mut(&(h, r)) {
+                        list.push(t);
+                    }
+                    if let Some(list) = heads.get_mut(&(r, t)) {
+                        list.push(h);
                     }
                 }
-            }
+            })?,
         }
         for list in tails.values_mut().chain(heads.values_mut()) {
             list.sort_unstable();
