@@ -41,6 +41,26 @@ pub fn transe_l2(h: &[f64], r: &[f64], t: &[f64]) -> f64 {
         .sqrt()
 }
 
+/// TransE with the squared L2 distance and margin 6: `6 − ‖h + r − t‖²`.
+pub fn transe_sq(h: &[f64], r: &[f64], t: &[f64]) -> f64 {
+    6.0 - (0..h.len())
+        .map(|i| (h[i] + r[i] - t[i]).powi(2))
+        .sum::<f64>()
+}
+
+/// RotatE's rotation followed by the squared L2 distance: `6 − Σ_i |h_i·e^{iθ_i} − t_i|²`.
+pub fn rotate_sq(h: &[f64], r: &[f64], t: &[f64]) -> f64 {
+    let k = h.len() / 2;
+    6.0 - (0..k)
+        .map(|i| {
+            let (c, s) = (r[i].cos(), r[i].sin());
+            let re = h[i] * c - h[k + i] * s - t[i];
+            let im = h[i] * s + h[k + i] * c - t[k + i];
+            re * re + im * im
+        })
+        .sum::<f64>()
+}
+
 /// RotatE (Sun et al., 2019): `6 − Σ_i |h_i·e^{iθ_i} − t_i|` with complex entity rows and
 /// relation phases θ.
 pub fn rotate(h: &[f64], r: &[f64], t: &[f64]) -> f64 {

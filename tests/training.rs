@@ -14,8 +14,8 @@
 use rowshard::comm::{Communicator, threads};
 use rowshard::data::{Dataset, Split};
 use rowshard::error::{InputError, ShardError};
-use rowshard::model::ModelSpec;
-use rowshard::models::{ComplEx, DistMult, RotatE, TransE};
+use rowshard::model::{ModelDefaults, ModelSpec, ScoringFunction};
+use rowshard::models::{ComplEx, DistMult, RotatE, RotatESq, TransE, TransESq};
 use rowshard::train::{
     Filters, Metrics, Mode, Negatives, Protocol, TrainConfig, Trainer, evaluate,
 };
@@ -38,6 +38,33 @@ fn a_triples_step_is_the_host_step_on_every_rank_count() {
 fn a_kvsall_step_is_the_host_step_on_every_rank_count() {
     check_kvsall_step::<DistMult>(Backend::Cpu, scores::distmult);
     check_kvsall_step::<ComplEx>(Backend::Cpu, scores::complex);
+    // Squared distances: dense products of augmented rows.
+    check_kvsall_step::<TransESq>(Backend::Cpu, scores::transe_sq);
+    check_kvsall_step::<RotatESq>(Backend::Cpu, scores::rotate_sq);
+}
+
+#[test]
+fn squared_distance_steps_against_every_entity_and_shared_negatives_are_the_host_steps() {
+    check_softmax_step::<TransESq>(Backend::Cpu, scores::transe_sq, 0.05, (0.0, 0.0));
+    check_softmax_step::<RotatESq>(Backend::Cpu, scores::rotate_sq, 0.0, (0.0, 0.0));
+    check_softmax_step::<TransESq>(Backend::Cpu, scores::transe_sq, 0.0, (0.3, 0.3));
+    let negatives = [1, 1, 6, 10, 16, 19];
+    for batch in [true, false] {
+        check_shared_negatives_step::<TransESq>(
+            Backend::Cpu,
+            scores::transe_sq,
+            0.05,
+            &negatives,
+            batch,
+        );
+        check_shared_negatives_step::<RotatESq>(
+            Backend::Cpu,
+            scores::rotate_sq,
+            0.0,
+            &negatives,
+            batch,
+        );
+    }
 }
 
 #[test]
@@ -230,9 +257,9 @@ fn umls_on_1_2_and_4_ranks_and_resumed_under_other_rank_counts_agree() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// ComplEx trained 1vsAll with softmax cross-entropy and N3 on UMLS for a few epochs on `world`
+/// `S` (ComplEx, a squared distance, …) trained 1vsAll with softmax cross-entropy and N3 on UMLS for a few epochs on `world`
 /// ranks, against every entity or shared negatives: rank 0's test metrics.
-fn umls_softmax_run(
+fn umls_softmax_run<S: ScoringFunction + ModelDefaults>(
     data: &Dataset,
     world: usize,
     negatives: Negatives,
@@ -253,15 +280,14 @@ fn umls_softmax_run(
         },
         ..TrainConfig::default()
     };
-    let mut spec =
-        ModelSpec::of::<ComplEx>(data.entities.len(), Mode::OneVsAll.model_relations(data));
+    let mut spec = ModelSpec::of::<S>(data.entities.len(), Mode::OneVsAll.model_relations(data));
     spec.settings.dim = 16;
     spec.settings.init = rowshard::model::InitScheme::Normal { std: 0.1 };
     spec.seed = 5;
     let n3 = rowshard::model::Regularizer::N3 { weight: 0.01 };
     let results = threads::run(world, |comm| -> Result<_, ShardError> {
         let client = Backend::Cpu.client()?;
-        let mut model = ShardedModel::<ComplEx>::new(comm, &client, &spec)?;
+        let mut model = ShardedModel::<S>::new(comm, &client, &spec)?;
         model.set_regularization(rowshard::model::Regularization {
             entities: n3,
             relations: n3,
@@ -292,10 +318,10 @@ fn umls_1vsall_softmax_n3_on_1_2_and_4_ranks_agree() {
         uniform(16, true),
         degree,
     ] {
-        let one = umls_softmax_run(&data, 1, negatives, 1 << 20);
+        let one = umls_softmax_run::<ComplEx>(&data, 1, negatives, 1 << 20);
         assert!(one.mrr > 0.3, "4 epochs learn something: {one:?}");
         for world in [2, 4] {
-            let m = umls_softmax_run(&data, world, negatives, 1 << 20);
+            let m = umls_softmax_run::<ComplEx>(&data, world, negatives, 1 << 20);
             assert!(
                 (m.mrr - one.mrr).abs() <= 0.005,
                 "{negatives:?}, {world} ranks: MRR {} vs {} on one rank",
@@ -316,14 +342,17 @@ fn streamed_triples_train_as_in_memory_ones_and_agree_across_rank_counts() {
     assert!(prepared.train.is_empty() && prepared.stream.is_some());
     let negatives = Negatives::uniform(16, true);
     // One block of every triple: the in-memory epoch, to the bit.
-    let whole = umls_softmax_run(&prepared, 2, negatives, 1 << 20);
-    assert_eq!(whole, umls_softmax_run(&data, 2, negatives, 1 << 20));
+    let whole = umls_softmax_run::<ComplEx>(&prepared, 2, negatives, 1 << 20);
+    assert_eq!(
+        whole,
+        umls_softmax_run::<ComplEx>(&data, 2, negatives, 1 << 20)
+    );
     // Blocks of 1,000 triples in a shuffled order: other batches, as good a model, and the
     // same on any number of ranks.
-    let one = umls_softmax_run(&prepared, 1, negatives, 1000);
+    let one = umls_softmax_run::<ComplEx>(&prepared, 1, negatives, 1000);
     assert!((one.mrr - whole.mrr).abs() < 0.05, "{one:?} vs {whole:?}");
     for world in [2, 4] {
-        let m = umls_softmax_run(&prepared, world, negatives, 1000);
+        let m = umls_softmax_run::<ComplEx>(&prepared, world, negatives, 1000);
         assert!(
             (m.mrr - one.mrr).abs() <= 0.005,
             "{world} ranks: MRR {} vs {} on one rank",
@@ -487,4 +516,53 @@ fn shared_negatives_train_the_same_bits_from_the_same_seed() {
     let first = run();
     assert!(first.iter().any(|&b| b != 0));
     assert!(first == run(), "two runs from the same seed differ");
+}
+
+#[test]
+fn squared_distances_train_1vsall_alike_on_1_2_and_4_ranks_and_rank_as_the_forward_kernel() {
+    let data = umls();
+    for negatives in [Negatives::All, Negatives::uniform(16, true)] {
+        let one = umls_softmax_run::<TransESq>(&data, 1, negatives, 1 << 20);
+        assert!(one.mrr > 0.3, "4 epochs learn something: {one:?}");
+        for world in [2, 4] {
+            let m = umls_softmax_run::<TransESq>(&data, world, negatives, 1 << 20);
+            assert!(
+                (m.mrr - one.mrr).abs() <= 0.005,
+                "{negatives:?}, {world} ranks: MRR {} vs {} on one rank",
+                m.mrr,
+                one.mrr
+            );
+        }
+    }
+    // Full ranking by dense products of augmented rows against ranking by the forward kernel
+    // per pair (a sample of every entity): equal up to f32 rounding of near ties.
+    let spec =
+        ModelSpec::of::<RotatESq>(data.entities.len(), Mode::OneVsAll.model_relations(&data));
+    let filters = Filters::new(&data).unwrap();
+    let config = TrainConfig {
+        mode: Mode::OneVsAll,
+        loss: rowshard::train::Loss::SoftmaxCrossEntropy,
+        epochs: 4,
+        batch_size: 256,
+        ..TrainConfig::default()
+    };
+    let results = threads::run(2, |comm| -> Result<_, ShardError> {
+        let client = Backend::Cpu.client()?;
+        let mut model = ShardedModel::<RotatESq>::new(comm, &client, &spec)?;
+        let mut trainer = Trainer::new(&data, config.clone())?;
+        while trainer.epochs_done < config.epochs {
+            trainer.epoch(&mut model, &mut rowshard::train::Silent)?;
+        }
+        let rank = |p| evaluate(&model, &data, &filters, Split::Test, true, 256, p);
+        Ok((
+            rank(Protocol::Full)?,
+            rank(Protocol::Sampled { candidates: 1000 })?,
+        ))
+    });
+    let (full, per_pair) = results.into_iter().next().unwrap().unwrap();
+    assert!(full.mrr > 0.3, "{full:?}");
+    assert!(
+        (full.mrr - per_pair.mrr).abs() < 2e-3 && (full.hits10 - per_pair.hits10).abs() < 2e-3,
+        "{full:?} vs {per_pair:?}"
+    );
 }

@@ -56,7 +56,7 @@ pub struct TrainArgs {
     /// tail separated by tabs.
     #[arg(long, default_value = "datasets/umls")]
     pub dataset: PathBuf,
-    /// The model: distmult, complex, transe, transe-l2, rotate, qmult.
+    /// The model: distmult, complex, transe, transe-l2, transe-sq, rotate, rotate-sq, qmult.
     #[arg(long, default_value = "distmult")]
     pub model: String,
     /// Entity row length (default: the model's).

@@ -27,26 +27,8 @@ impl<'a> Plan<'a> {
     ) -> Result<Self, Box<dyn std::error::Error>> {
         let name = args.model.to_ascii_lowercase();
         let mode = match args.mode {
-            Some(arg @ (ModeArg::Kvsall | ModeArg::OneVsAll)) => {
-                let mode = if arg == ModeArg::Kvsall {
-                    Mode::KvsAll
-                } else {
-                    Mode::OneVsAll
-                };
-                if let Err(why) = S::TAIL_LINEAR {
-                    let label = if mode == Mode::KvsAll {
-                        "KvsAll"
-                    } else {
-                        "1vsAll"
-                    };
-                    return Err(format!(
-                        "{name} cannot train with {label}: its score is not linear in the tail \
-                         ({why}); use --mode negsample"
-                    )
-                    .into());
-                }
-                mode
-            }
+            Some(ModeArg::Kvsall) => Mode::KvsAll,
+            Some(ModeArg::OneVsAll) => Mode::OneVsAll,
             Some(ModeArg::Negsample) => Mode::NegSample {
                 neg_ratio: args.neg_ratio,
             },
@@ -59,6 +41,18 @@ impl<'a> Plan<'a> {
         if let Some(dim) = args.dim {
             rowshard::model::check_dim::<S>(dim as usize)?;
             settings.dim = dim as usize;
+        }
+        if let (Mode::KvsAll | Mode::OneVsAll, Err(why)) =
+            (mode, rowshard::model::dense_form::<S>(settings.dim))
+        {
+            let label = if mode == Mode::KvsAll {
+                "KvsAll"
+            } else {
+                "1vsAll"
+            };
+            return Err(
+                format!("{name} cannot train with {label}: {why}; use --mode negsample").into(),
+            );
         }
         if let Some(dtype) = args.dtype {
             settings.dtype = dtype;

@@ -1,6 +1,8 @@
 //! Whether a score is linear in the tail row — `score(h, r, t) = ⟨q(h, r), t⟩` — which is what
-//! scoring a query against every entity (KvsAll, evaluation by a dense product) needs. Decided on
-//! the syntax so that a refusal can point at the expression that breaks it.
+//! scoring a query against every entity (KvsAll, evaluation by a dense product) needs, or at
+//! most quadratic in it (a squared distance such as `γ − ‖h + r − t‖²`), which the runtime turns
+//! into a dense product of augmented rows when the quadratic part is `κ‖t‖²`. Decided on the
+//! syntax so that a refusal can point at the expression that breaks it.
 
 use std::collections::HashMap;
 
@@ -17,6 +19,8 @@ enum Class {
     Linear,
     /// Linearly plus an offset free of it (where the offset is added).
     Affine(TokenStream),
+    /// A polynomial of degree 2 in it (where, and why that is not linear).
+    Quadratic(TokenStream, String),
     /// Otherwise: where, and why.
     Nonlinear(TokenStream, String),
     /// A tuple from a split.
@@ -25,14 +29,7 @@ enum Class {
 
 /// `Ok` when the score is linear in the tail row; else the offending expression and why.
 pub fn tail_linearity(f: &ScoreFn) -> Result<(), (TokenStream, String)> {
-    let mut env: HashMap<String, Class> = HashMap::new();
-    env.insert(f.params[0].to_string(), Class::Free);
-    env.insert(f.params[1].to_string(), Class::Free);
-    env.insert(f.params[2].to_string(), Class::Linear);
-    for l in &f.lets {
-        let c = classify(&l.expr, &env);
-        bind(&l.pat, c, &mut env);
-    }
+    let env = environment(f);
     match classify(&f.result, &env) {
         Class::Linear => Ok(()),
         Class::Nonlinear(site, why) => Err((site, why)),
@@ -49,7 +46,56 @@ pub fn tail_linearity(f: &ScoreFn) -> Result<(), (TokenStream, String)> {
                 f.params[2]
             ),
         )),
+        Class::Quadratic(site, why) => Err((site, why)),
         Class::Tuple(_) => unreachable!("the score is a scalar"),
+    }
+}
+
+/// Whether the score is a polynomial of degree at most 2 in the tail row without being linear
+/// in it: `c(h, r) + ⟨a(h, r), t⟩ + (terms of degree 2 in t)`. Whether the degree-2 part is
+/// `κ‖t‖²`, as the augmented dense product needs, is checked numerically by the runtime.
+pub fn tail_quadratic(f: &ScoreFn) -> bool {
+    let env = environment(f);
+    matches!(
+        classify(&f.result, &env),
+        Class::Affine(_) | Class::Quadratic(..)
+    )
+}
+
+/// The classes of the parameters and of every `let`.
+fn environment(f: &ScoreFn) -> HashMap<String, Class> {
+    let mut env: HashMap<String, Class> = HashMap::new();
+    env.insert(f.params[0].to_string(), Class::Free);
+    env.insert(f.params[1].to_string(), Class::Free);
+    env.insert(f.params[2].to_string(), Class::Linear);
+    for l in &f.lets {
+        let c = classify(&l.expr, &env);
+        bind(&l.pat, c, &mut env);
+    }
+    env
+}
+
+/// The degree in the tail row of a class that is a polynomial in it.
+fn degree(c: &Class) -> usize {
+    match c {
+        Class::Free => 0,
+        Class::Linear | Class::Affine(_) => 1,
+        Class::Quadratic(..) => 2,
+        Class::Nonlinear(..) => usize::MAX,
+        Class::Tuple(items) => items.iter().map(degree).max().unwrap_or(0),
+    }
+}
+
+/// The class of a product of `a` and `b` (neither `Nonlinear`) at `site`.
+fn product(a: &Class, b: &Class, site: &TokenStream, what: &str) -> Class {
+    match (a, b) {
+        (Class::Free, Class::Free) => Class::Free,
+        (x, Class::Free) | (Class::Free, x) => x.clone(),
+        (x, y) if degree(x) + degree(y) <= 2 => Class::Quadratic(site.clone(), what.to_string()),
+        _ => Class::Nonlinear(
+            site.clone(),
+            format!("{what}, and the product is of degree above 2"),
+        ),
     }
 }
 
@@ -82,15 +128,18 @@ fn classify(e: &Expr, env: &HashMap<String, Class>) -> Class {
             if let Class::Nonlinear(..) = cb {
                 return cb;
             }
-            let depends = |c: &Class| !matches!(c, Class::Free);
             match (op, &ca, &cb) {
                 (_, Class::Free, Class::Free) => Class::Free,
                 (BinOp::Add | BinOp::Sub, Class::Linear, Class::Linear) => Class::Linear,
+                (BinOp::Add | BinOp::Sub, q @ Class::Quadratic(..), _)
+                | (BinOp::Add | BinOp::Sub, _, q @ Class::Quadratic(..)) => q.clone(),
                 (BinOp::Add | BinOp::Sub, _, _) => Class::Affine(e.site.clone()),
-                (BinOp::Mul, x, y) if depends(x) && depends(y) => {
-                    nonlinear("it multiplies two expressions that both depend on the tail row")
-                }
-                (BinOp::Mul, x, Class::Free) | (BinOp::Mul, Class::Free, x) => x.clone(),
+                (BinOp::Mul, x, y) => product(
+                    x,
+                    y,
+                    &e.site,
+                    "it multiplies two expressions that both depend on the tail row",
+                ),
                 (BinOp::Div, x, Class::Free) => x.clone(),
                 _ => nonlinear("it divides by an expression of the tail row"),
             }
@@ -107,10 +156,12 @@ fn classify(e: &Expr, env: &HashMap<String, Class>) -> Class {
                     let parts = if *func == Func::Halves { 2 } else { 4 };
                     Class::Tuple(vec![classes[0].clone(); parts])
                 }
-                Func::Dot => match (&classes[0], &classes[1]) {
-                    (x, Class::Free) | (Class::Free, x) => x.clone(),
-                    _ => nonlinear("it takes the dot product of two expressions of the tail row"),
-                },
+                Func::Dot => product(
+                    &classes[0],
+                    &classes[1],
+                    &e.site,
+                    "it takes the dot product of two expressions of the tail row",
+                ),
                 other if depends(&classes[0]) => Class::Nonlinear(
                     e.site.clone(),
                     format!(
@@ -155,5 +206,34 @@ mod tests {
         assert!(e.contains("does not depend on the tail"), "{e}");
         let e = linearity(quote::quote!(sum(sigmoid(t)))).unwrap_err();
         assert!(e.starts_with("sigmoid (t)"), "{e}");
+        let e = linearity(quote::quote!(sum(h * t * t * t))).unwrap_err();
+        assert!(e.contains("degree above 2"), "{e}");
+    }
+
+    fn quadratic(body: TokenStream) -> bool {
+        let f: syn::ImplItemFn =
+            syn::parse2(quote::quote!(fn score(h: Row, r: Row, t: Row) -> Scalar { #body }))
+                .unwrap();
+        tail_quadratic(&parse_score_fn(&f, &mut Ctxt::default()).unwrap())
+    }
+
+    #[test]
+    fn squared_distances_and_offsets_are_quadratic_and_norms_are_not() {
+        assert!(quadratic(
+            quote::quote! { let d = h + r - t; 6.0 - sum(d * d) }
+        ));
+        assert!(quadratic(quote::quote! {
+            let (a, b) = halves(t);
+            let (x, y) = halves(h);
+            let re = x * cos(r) - y * sin(r) - a;
+            let im = x * sin(r) + y * cos(r) - b;
+            -sum(re * re + im * im)
+        }));
+        assert!(quadratic(quote::quote!(sum(h * t) + 1.0)));
+        assert!(quadratic(quote::quote!(dot(h - t, r - t))));
+        assert!(!quadratic(quote::quote!(sum(h * r * t))), "linear");
+        assert!(!quadratic(quote::quote!(6.0 - norm_l2(h + r - t))));
+        assert!(!quadratic(quote::quote!(sum(t * t * t))));
+        assert!(!quadratic(quote::quote!(sum(h * r))));
     }
 }

@@ -24,6 +24,8 @@ pub struct Compiled {
     pub query: Option<RowOutputs>,
     /// Why the score is not linear in the tail (where, and the reason), if it is not.
     pub not_linear: Option<(TokenStream, String)>,
+    /// Whether the score is a polynomial of degree 2 in the tail (or linear plus an offset).
+    pub quadratic: bool,
 }
 
 /// Parses, checks and differentiates `function`, whose relation rows are `relation` times the
@@ -38,6 +40,7 @@ pub fn compile(function: &syn::ImplItemFn, relation: Frac, cx: &mut Ctxt) -> Opt
     let upstream = lowered.graph.upstream();
     let backward = grad::gradient(&mut lowered.graph, lowered.score, upstream);
     let not_linear = linear::tail_linearity(&parsed).err();
+    let quadratic = linear::tail_quadratic(&parsed);
     let query = if not_linear.is_none() {
         let one = lowered.graph.num(1.0);
         let all = grad::gradient(&mut lowered.graph, lowered.score, one);
@@ -59,5 +62,6 @@ pub fn compile(function: &syn::ImplItemFn, relation: Frac, cx: &mut Ctxt) -> Opt
         backward,
         query,
         not_linear,
+        quadratic,
     })
 }

@@ -183,6 +183,7 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             quote!(#p::launch_scoring!(#module, kernel, launch)),
         ),
     };
+    let quadratic = compiled.quadratic;
     let define = match &compiled.not_linear {
         None => quote!(#p::define_scoring!(#module, kernel, context, query)),
         Some(_) => quote!(#p::define_scoring!(#module, kernel, context)),
@@ -197,6 +198,7 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             const SEGMENTS: usize = #segments;
             const RELATION_WIDTH: (usize, usize) = (#num, #den);
             const TAIL_LINEAR: ::core::result::Result<(), &'static str> = #linear;
+            const TAIL_QUADRATIC: bool = #quadratic;
 
             fn launch(
                 kernel: #p::ScoreKernel,

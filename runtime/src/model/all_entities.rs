@@ -21,6 +21,7 @@ use rowshard_kernels::dense_set::{DenseKernels, TableBlock, combine_softmax_stat
 use rowshard_kernels::kernels::dense::ScoreEpilogue;
 
 use super::candidates::{CandidateGradient, SharedNegatives, describe_ids};
+use super::dense_inputs::{DenseQueries, OffsetGrads};
 use super::dropout::{DropoutSide, Masks};
 use super::id_lists::IdLists;
 use super::positives::Positives;
@@ -184,11 +185,11 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         // Without batch negatives each query's positives are scored apart from the sample.
         let apart = negatives.is_some_and(|s| !s.batch);
         let Some(dense) = self.dense.clone() else {
-            let why = S::TAIL_LINEAR.err().unwrap_or_default();
             return Err(ShardError::Unsupported(format!(
-                "training {} against every entity (KvsAll, 1vsAll): its score is not linear in \
-                 the tail ({why}); train it with negative sampling",
-                S::NAME
+                "training {} against every entity (KvsAll, 1vsAll) or shared negatives: {}; \
+                 train it with negative sampling",
+                S::NAME,
+                self.not_dense()
             )));
         };
         let counts = all_values(self.comm, n as u64)?;
@@ -202,20 +203,21 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let rank = self.comm.rank();
         let offset = counts[..rank].iter().sum::<u64>() as usize;
         let dim = self.spec.settings.dim;
+        // The dense kernels' row width: `dim`, or the augmented rows' (`augmented.rs`).
+        let width = self.dense_width();
         let client = self.kernels.client().clone();
 
         // This rank's queries, then everyone's.
         let inputs = self.query_inputs(heads, relations, offset)?;
-        let ent = self.kernels.upload_f32(inputs.head_rows_fed.clone());
-        let positions: Vec<u32> = (0..n as u32).collect();
-        let triples = self
-            .kernels
-            .upload_triples(&positions, &inputs.relation_index, &positions);
-        let q = self.kernels.read(
-            self.kernels.query(&ent, &inputs.relation_rows, &triples)?,
-            n * dim,
+        let DenseQueries {
+            rows: q,
+            offset_grads,
+        } = self.dense_queries(
+            inputs.head_rows_fed.clone(),
+            &inputs.relation_rows,
+            &inputs.relation_index,
         )?;
-        let mut q_all = Vec::with_capacity(total * dim);
+        let mut q_all = Vec::with_capacity(total * width);
         for part in self.comm.all_gather(&to_bytes(&q))? {
             q_all.extend(from_bytes::<f32>(&part));
         }
@@ -223,12 +225,17 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         for part in self.comm.all_gather(&to_bytes(&labels.encode()))? {
             labels_all.extend_encoded(&from_bytes::<u32>(&part));
         }
-        let positives = if apart {
+        // The positives scored apart, and their rows as looked up.
+        let (positives, positive_rows) = if apart {
             let (owners, ids) = labels.distinct();
             let rows = self.entities.lookup(&ids)?;
-            Some(Positives::new(owners, ids, rows, &q, dim))
+            let scored = match self.augmented {
+                Some(form) => form.rows(&rows),
+                None => rows.clone(),
+            };
+            (Some(Positives::new(owners, ids, scored, &q, width)), rows)
         } else {
-            None
+            (None, Vec::new())
         };
 
         // Every query against this rank's candidates, in blocks of rows.
@@ -252,7 +259,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let targets = block_labels(&labels_all, row, &blocks, loss);
         let block = |range: &Range<usize>| TableBlock {
             table: &candidates.table,
-            table_len: count * dim,
+            table_len: count * width,
             first: range.start,
             rows: range.len(),
         };
@@ -281,9 +288,9 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             None => total + tails.len() + count,
             Some(_) => 0,
         };
-        let dw = client.empty(((count + room) * dim).max(1) * 4);
+        let dw = client.empty(((count + room) * width).max(1) * 4);
         let dq = if blocks.is_empty() {
-            client.create(Bytes::from_elems(vec![0.0f32; dim * queries.padded]))
+            client.create(Bytes::from_elems(vec![0.0f32; width * queries.padded]))
         } else {
             dense.query_grad_buffer(&queries)
         };
@@ -375,7 +382,20 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         };
         let mut dq = dense.read_query_grad(dq, &queries)?;
         self.comm.all_reduce_sum(&mut dq)?;
-        let dq = &mut dq[offset * dim..(offset + n) * dim];
+        let dq = &mut dq[offset * width..(offset + n) * width];
+        // Augmented rows' gradients fold back to the rows' (`augmented.rs`).
+        let fold = |grads: Vec<f32>, rows: &[f32]| match self.augmented {
+            Some(form) => form.fold_rows(&grads, rows),
+            None => grads,
+        };
+        let dw = match (&self.augmented, &candidates.rows, &candidates.plain) {
+            (Some(_), None, Some(plain)) => {
+                let mut grads = fold(dense.read(dw, count * width)?, plain);
+                grads.resize(((count + room) * dim).max(1), 0.0);
+                client.create(Bytes::from_elems(grads))
+            }
+            _ => dw,
+        };
         let candidate_grads = match &candidates.rows {
             None => CandidateGradient::Device(&dw),
             Some(rows) => {
@@ -383,20 +403,32 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                     .iter()
                     .map(|&l| partition.global(rank, l as usize) as u32)
                     .collect();
-                let mut grads = dense.read(dw.clone(), count * dim)?;
+                let read = dense.read(dw.clone(), count * width)?;
+                let mut grads = fold(read, candidates.plain.as_deref().unwrap_or_default());
                 if let Some(positives) = &positives {
                     let (more_ids, more) = positives.backward(&positive_grads, &q, dq);
                     ids.extend(more_ids);
-                    grads.extend(more);
+                    grads.extend(fold(more, &positive_rows));
                 }
                 CandidateGradient::Host { ids, grads }
             }
+        };
+        // The queries' gradient: `∂q`, or `(∂a, ∂c)` of augmented queries.
+        let (dq, offset_grad) = match self.augmented {
+            Some(form) => {
+                let (da, dc) = form.split_queries(dq);
+                (da, offset_grads.map(|grads| (dc, grads)))
+            }
+            None => (dq.to_vec(), None),
         };
         let penalty = self.back_through_queries(
             heads,
             relations,
             inputs,
-            dq,
+            QueryGradient {
+                dq: &dq,
+                offset: offset_grad,
+            },
             candidate_grads,
             &tails,
             total,
@@ -454,20 +486,23 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
 
     /// Applies the step: `dq` (this rank's queries' gradient) goes back through the query —
     /// `score(h, r, t) = ⟨q(h, r), t⟩`, so the backward kernel with `t = ∂loss/∂q` and an
-    /// upstream of 1 gives `∂loss/∂h` and `∂loss/∂r` (and through dropout's masks) —, the
-    /// regularisers add theirs, and the scored rows get theirs (`candidates`). `tails` are the true tails this rank owns (local rows). Returns
-    /// this rank's part of the penalty.
+    /// upstream of 1 gives `∂loss/∂h` and `∂loss/∂r` (and through dropout's masks); for an
+    /// augmented query `score = c + ⟨a, t⟩ + κ‖t‖²` the same call gives `∂c + J_aᵀ∂a`, and
+    /// `(∂c − 1)` times the offset's gradient completes it —, the regularisers add theirs, and
+    /// the scored rows get theirs (`candidates`). `tails` are the true tails this rank owns
+    /// (local rows). Returns this rank's part of the penalty.
     #[allow(clippy::too_many_arguments)]
     fn back_through_queries(
         &mut self,
         heads: &[u32],
         relations: &[u32],
         inputs: QueryInputs,
-        dq: &[f32],
+        gradient: QueryGradient,
         candidates: CandidateGradient,
         tails: &[u32],
         total: usize,
     ) -> Result<f64, ShardError> {
+        let dq = gradient.dq;
         let n = heads.len();
         let dim = self.spec.settings.dim;
         let mut rows = inputs.head_rows_fed;
@@ -486,6 +521,22 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             .backward(&ent, &inputs.relation_rows, &triples, &ones);
         let mut grads = self.kernels.read(dh, n * dim)?;
         let mut dr = self.kernels.read(dr, n * self.relation_dim)?;
+        if let Some((dc, offset)) = &gradient.offset {
+            let (dh0, dr0) = (&offset.head, &offset.relation);
+            let rdim = self.relation_dim;
+            for (b, &dc) in dc.iter().enumerate() {
+                let more = dc - 1.0;
+                let rows = [(&mut grads, dh0, dim), (&mut dr, dr0, rdim)];
+                for (out, offset, width) in rows {
+                    for (x, &o) in out[b * width..(b + 1) * width]
+                        .iter_mut()
+                        .zip(&offset[b * width..(b + 1) * width])
+                    {
+                        *x += more * o;
+                    }
+                }
+            }
+        }
         if let Some((head_mask, relation_mask)) = &inputs.masks {
             head_mask.apply(&mut grads);
             relation_mask.apply(&mut dr);
@@ -527,6 +578,15 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         self.apply_relation_gradients(&relation_ids, &dr)?;
         Ok(penalty)
     }
+}
+
+/// The gradient of a rank's queries (see `back_through_queries`).
+struct QueryGradient<'a> {
+    /// `∂loss/∂q` (`∂loss/∂a` of augmented queries), a row per query.
+    dq: &'a [f32],
+    /// Augmented queries: `∂loss/∂c` per query, and the offset's gradient with respect to the
+    /// head rows fed and the relation rows (`DenseQueries::offset_grads`).
+    offset: Option<(Vec<f32>, OffsetGrads)>,
 }
 
 /// What the query kernel reads for a rank's queries (see `query_inputs`).

@@ -24,8 +24,11 @@ pub(super) struct SharedNegatives<'a> {
 pub(super) struct Candidates {
     /// The local rows scored, ascending (`None`: every row of the shard, in order).
     pub rows: Option<Vec<u32>>,
-    /// Their weights on the device, in the table's dtype: the shard's, or the gathered rows.
+    /// Their weights on the device in the dense kernels' layout: the shard's or the gathered
+    /// rows in the table's dtype, or augmented (`dense_inputs.rs`).
     pub table: Handle,
+    /// With augmented rows: the rows as read, in `f32` (their gradients fold back through them).
+    pub plain: Option<Vec<f32>>,
     /// Rows this rank scores.
     pub count: usize,
     /// Rows every query is scored against, over all ranks: the `N` of the losses' means and
@@ -51,12 +54,13 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
     ) -> Result<Candidates, ShardError> {
         let rank = self.comm.rank();
         let partition = self.entities.partition();
-        let shard = self.entities.shard();
         let Some(negatives) = negatives else {
             let count = partition.local_rows(rank);
+            let dense = self.dense_rows(None)?;
             return Ok(Candidates {
                 rows: None,
-                table: shard.buffers().weights.clone(),
+                table: dense.table,
+                plain: dense.plain,
                 count,
                 global: self.spec.entities,
             });
@@ -78,8 +82,10 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             .collect();
         rows.sort_unstable();
         self.entities.count_rows_read(rows.len());
+        let dense = self.dense_rows(Some(&rows))?;
         Ok(Candidates {
-            table: shard.gather_on_device(&rows)?,
+            table: dense.table,
+            plain: dense.plain,
             count: rows.len(),
             rows: Some(rows),
             global: ids.len(),

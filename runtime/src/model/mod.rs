@@ -9,8 +9,10 @@
 //! [`ShardedTable`]: crate::ShardedTable
 
 mod all_entities;
+mod augmented;
 mod candidates;
 mod corruptions;
+mod dense_inputs;
 mod dropout;
 #[doc(hidden)]
 pub mod host;
@@ -24,6 +26,7 @@ mod settings;
 mod sharded_model;
 mod train;
 
+pub use augmented::{Augmented, dense_form};
 pub use corruptions::CorruptionLoss;
 pub use dropout::{DropoutSide, dropout_mask};
 pub use id_lists::IdLists;

@@ -168,7 +168,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         }
     }
 
-    /// The tally of tail queries by the query kernel and the dense kernels: the scores stay on
+    /// The tally of tail queries by the dense kernels (`dense_inputs.rs`): the scores stay on
     /// the device, where they are counted; only the answers' and the filtered entities' scores
     /// are read.
     fn dense_tally(
@@ -178,20 +178,13 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         answers: &[u32],
         skip: &[Vec<u32>],
     ) -> Result<Vec<u64>, ShardError> {
-        let n = q.anchors.len();
-        let dim = self.spec.settings.dim;
+        let width = self.dense_width();
         let dense = self.dense.as_ref().expect("checked");
         let rows = self.entities.lookup(q.anchors)?;
-        let ent = self.kernels.upload_f32(rows);
-        let positions: Vec<u32> = (0..n as u32).collect();
-        let triples = self
-            .kernels
-            .upload_triples(&positions, q.relations, &positions);
-        let mine = self.kernels.read(
-            self.kernels.query(&ent, &self.relation_rows(), &triples)?,
-            n * dim,
-        )?;
-        let mut all = Vec::with_capacity(total * dim);
+        let mine = self
+            .dense_queries(rows, &self.relation_rows(), q.relations)?
+            .rows;
+        let mut all = Vec::with_capacity(total * width);
         for part in self.comm.all_gather(&to_bytes(&mine))? {
             all.extend(from_bytes::<f32>(&part));
         }
@@ -200,9 +193,10 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let padded = queries.padded;
         let out = dense.score_buffer(local, &queries);
         let stats = dense.stats_buffer(ScoreEpilogue::Scores, local, &queries);
+        let table = self.dense_rows(None)?.table;
         let block = TableBlock {
-            table: &self.entities.shard().buffers().weights,
-            table_len: local * dim,
+            table: &table,
+            table_len: local * width,
             first: 0,
             rows: local,
         };

@@ -4,6 +4,7 @@
 use cubecl::prelude::Client;
 use rowshard_kernels::{DType, DenseKernels, KernelError, LocalTable};
 
+use super::augmented::{Augmented, dense_form};
 use super::regularize::Regularization;
 use super::scoring::{DeviceRows, ScoreKernels, ScoringFunction, check_dim, relation_dim};
 use super::settings::ModelSpec;
@@ -23,8 +24,12 @@ pub struct ShardedModel<'c, S: ScoringFunction> {
     pub(super) entities: ShardedTable<'c>,
     pub(super) relations: LocalTable,
     pub(super) kernels: ScoreKernels<S>,
-    /// The dense scoring kernels (scores linear in the tail only).
+    /// The dense scoring kernels: scores linear in the tail, or quadratic with augmented rows.
     pub(super) dense: Option<DenseKernels>,
+    /// How a score quadratic in the tail reaches the dense kernels.
+    pub(super) augmented: Option<Augmented>,
+    /// Why the score does not reach the dense kernels, when it does not.
+    pub(super) dense_refusal: Option<String>,
     pub(super) relation_dim: usize,
     /// The regularisers of the rows a step uses.
     pub(super) regularization: Regularization,
@@ -104,13 +109,20 @@ impl<'c, S: ScoringFunction> ShardedModel<'c, S> {
             relations,
             kernels: ScoreKernels::new(client, dim, DType::F32, s.dtype)?,
             dense: None,
+            augmented: None,
+            dense_refusal: None,
             relation_dim: rdim,
             regularization: Regularization::default(),
             dropout: (0.0, 0.0),
         };
         model.entities.set_seed(spec.seed as u32);
-        if S::TAIL_LINEAR.is_ok() {
-            model.dense = Some(DenseKernels::new(client, s.dtype, dim)?);
+        match dense_form::<S>(dim) {
+            Ok(None) => model.dense = Some(DenseKernels::new(client, s.dtype, dim)?),
+            Ok(Some(form)) => {
+                model.dense = Some(DenseKernels::new(client, DType::F32, form.width)?);
+                model.augmented = Some(form);
+            }
+            Err(why) => model.dense_refusal = Some(why),
         }
         Ok(model)
     }

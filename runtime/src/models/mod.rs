@@ -12,8 +12,8 @@ mod transe;
 pub use complex::{ComplEx, ComplExModel};
 pub use distmult::{DistMult, DistMultModel};
 pub use qmult::{QMult, QMultModel};
-pub use rotate::{RotatE, RotatEModel};
-pub use transe::{TransE, TransEL2, TransEL2Model, TransEModel};
+pub use rotate::{RotatE, RotatEModel, RotatESq, RotatESqModel};
+pub use transe::{TransE, TransEL2, TransEL2Model, TransEModel, TransESq, TransESqModel};
 
 use crate::model::{ModelDefaults, ScoringFunction};
 
@@ -32,7 +32,9 @@ pub const NAMES: &[&str] = &[
     "complex",
     "transe",
     "transe-l2",
+    "transe-sq",
     "rotate",
+    "rotate-sq",
     "qmult",
 ];
 
@@ -44,7 +46,9 @@ pub fn visit<V: ModelVisitor>(name: &str, visitor: V) -> Option<V::Output> {
         "complex" => visitor.visit::<ComplEx>(),
         "transe" => visitor.visit::<TransE>(),
         "transel2" => visitor.visit::<TransEL2>(),
+        "transesq" => visitor.visit::<TransESq>(),
         "rotate" => visitor.visit::<RotatE>(),
+        "rotatesq" => visitor.visit::<RotatESq>(),
         "qmult" => visitor.visit::<QMult>(),
         _ => return None,
     })

@@ -27,3 +27,18 @@ impl TransEL2 {
         6.0 - norm_l2(h + r - t)
     }
 }
+
+/// TransE with the squared L2 distance: `score = γ − ‖h + r − t‖²`, γ = 6. Quadratic in the
+/// tail, so besides negative sampling it scores against every entity (KvsAll, 1vsAll, shared
+/// negatives, ranking) as a dense product of augmented rows (`model/augmented.rs`).
+#[sharded_embedding(dim = 32, optimizer = adam(lr = 0.01), init = uniform(bound = 0.1))]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TransESq;
+
+#[scoring]
+impl TransESq {
+    fn score(h: Row, r: Row, t: Row) -> Scalar {
+        let d = h + r - t;
+        6.0 - sum(d * d)
+    }
+}
