@@ -1,7 +1,7 @@
 //! The generated model kernels and training steps on the `wgpu` runtime (Vulkan; Mesa lavapipe
 //! without a GPU): the same checks as on `cpu` (`model_suite.rs`), with rows in f32 and f16.
 
-use rowshard::models::{ComplEx, DistMult, QMult, RotatE, TransE};
+use rowshard::models::{ComplEx, DistMult, QMult, RotatE, RotatESq, TransE, TransESq};
 use rowshard_kernels::{Backend, DType};
 use rowshard_tests::model_suite::{
     check_kvsall_step, check_model, check_shared_negatives_step, check_softmax_step,
@@ -34,4 +34,13 @@ fn training_steps_equal_the_host_steps_on_wgpu() {
             batch,
         );
     }
+    // A squared distance: dense products of augmented rows.
+    check_softmax_step::<RotatESq>(Backend::Wgpu, scores::rotate_sq, 0.0, (0.0, 0.0));
+    check_shared_negatives_step::<TransESq>(
+        Backend::Wgpu,
+        scores::transe_sq,
+        0.05,
+        &[1, 6, 10, 16, 19],
+        false,
+    );
 }
