@@ -526,3 +526,113 @@ fn check_softmax_against<S: ScoringFunction>(
         assert_tables(&format!("{what}: relations"), &r1, &r_want);
     }
 }
+
+/// One SGD step of the self-adversarial logistic loss against shared negatives (without batch
+/// negatives), over 1, 2 and 3 ranks of `backend`, equals the host's step: per query, the mean
+/// `softplus(−s)` of its distinct true tails plus `Σ p·softplus(s)` over the distinct
+/// negatives (a true tail drawn as a negative counts as one), `p = softmax(α·s)` over them held
+/// constant; the mean over queries. The loss's gradient by finite differences of that f64 loss
+/// (with `p` frozen), chained through finite differences of the score.
+pub fn check_adversarial_step<S: ScoringFunction>(
+    backend: Backend,
+    reference: Score,
+    negatives: &[u32],
+    temperature: f32,
+) {
+    let heads = [0, 4, 4, 13, 19, 7];
+    let relations = [1, 0, 2, 2, 1, 0];
+    let labels = IdLists::from_lists(&[
+        vec![2, 3],
+        vec![5],
+        vec![0, 19, 7],
+        vec![4],
+        vec![19],
+        vec![7, 7, 11],
+    ]);
+    let n = heads.len();
+    let softplus = |x: f64| x.max(0.0) + (-x.abs()).exp().ln_1p();
+    for world in [1, 2, 3] {
+        let (e0, r0, e1, r1) = run_step::<S>(backend, world, |model, rank, world| {
+            let mine = share(n, rank, world);
+            let lists: Vec<&[u32]> = mine.clone().map(|i| labels.get(i)).collect();
+            model
+                .train_step(&TrainBatch::SharedNegatives {
+                    heads: &heads[mine.clone()],
+                    relations: &relations[mine],
+                    labels: &IdLists::from_lists(&lists),
+                    negatives,
+                    batch_negatives: false,
+                    loss: rowshard::EntityLoss::SelfAdversarial { temperature },
+                })
+                .map(|_| ())
+        });
+        let rdim = r0.len() / RELATIONS;
+        let mut e_want: Vec<f64> = e0.iter().map(|&x| x as f64).collect();
+        let mut r_want: Vec<f64> = r0.iter().map(|&x| x as f64).collect();
+        let mut sample = negatives.to_vec();
+        sample.sort_unstable();
+        sample.dedup();
+        for b in 0..n {
+            let (h, r) = (row(&e0, heads[b], STEP_DIM), row(&r0, relations[b], rdim));
+            let mut tails = labels.get(b).to_vec();
+            tails.sort_unstable();
+            tails.dedup();
+            let score = |e: u32| reference(&h, &r, &row(&e0, e, STEP_DIM));
+            let (pos, neg): (Vec<f64>, Vec<f64>) = (
+                tails.iter().map(|&e| score(e)).collect(),
+                sample.iter().map(|&e| score(e)).collect(),
+            );
+            let top = neg.iter().fold(f64::NEG_INFINITY, |m, &s| m.max(s));
+            let z: f64 = neg
+                .iter()
+                .map(|s| ((s - top) * temperature as f64).exp())
+                .sum();
+            let p: Vec<f64> = neg
+                .iter()
+                .map(|s| ((s - top) * temperature as f64).exp() / z)
+                .collect();
+            let loss = |pos: &[f64], neg: &[f64]| {
+                pos.iter().map(|&s| softplus(-s)).sum::<f64>() / pos.len() as f64
+                    + neg
+                        .iter()
+                        .zip(&p)
+                        .map(|(&s, p)| p * softplus(s))
+                        .sum::<f64>()
+            };
+            let fd = |k: usize, of_pos: bool| {
+                let at = |d: f64| {
+                    let (mut a, mut c) = (pos.clone(), neg.clone());
+                    if of_pos {
+                        a[k] += d
+                    } else {
+                        c[k] += d
+                    }
+                    loss(&a, &c)
+                };
+                (at(1e-6) - at(-1e-6)) / 2e-6
+            };
+            let grads = tails
+                .iter()
+                .enumerate()
+                .map(|(k, &e)| (e, fd(k, true)))
+                .chain(sample.iter().enumerate().map(|(k, &e)| (e, fd(k, false))));
+            for (e, ds) in grads {
+                let g = ds / n as f64;
+                let [dh, dr, dt] = finite_differences(reference, &h, &r, &row(&e0, e, STEP_DIM));
+                for i in 0..STEP_DIM {
+                    e_want[heads[b] as usize * STEP_DIM + i] -= LR * g * dh[i];
+                    e_want[e as usize * STEP_DIM + i] -= LR * g * dt[i];
+                }
+                for i in 0..rdim {
+                    r_want[relations[b] as usize * rdim + i] -= LR * g * dr[i];
+                }
+            }
+        }
+        let what = format!(
+            "{} self-adversarial (α {temperature}), {world} ranks",
+            S::NAME
+        );
+        assert_tables(&format!("{what}: entities"), &e1, &e_want);
+        assert_tables(&format!("{what}: relations"), &r1, &r_want);
+    }
+}

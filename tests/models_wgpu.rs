@@ -34,7 +34,14 @@ fn training_steps_equal_the_host_steps_on_wgpu() {
             batch,
         );
     }
-    // A squared distance: dense products of augmented rows.
+    // The self-adversarial loss over shared negatives; a squared distance: dense products of
+    // augmented rows.
+    rowshard_tests::model_suite::check_adversarial_step::<RotatESq>(
+        Backend::Wgpu,
+        scores::rotate_sq,
+        &[1, 6, 10, 16, 19],
+        0.5,
+    );
     check_softmax_step::<RotatESq>(Backend::Wgpu, scores::rotate_sq, 0.0, (0.0, 0.0));
     check_shared_negatives_step::<TransESq>(
         Backend::Wgpu,

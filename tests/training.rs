@@ -22,8 +22,8 @@ use rowshard::train::{
 use rowshard::{IdLists, ShardedModel, TrainBatch};
 use rowshard_kernels::Backend;
 use rowshard_tests::model_suite::{
-    check_kvsall_step, check_shared_negatives_step, check_softmax_step, check_triples_step,
-    sgd_spec,
+    check_adversarial_step, check_kvsall_step, check_shared_negatives_step, check_softmax_step,
+    check_triples_step, sgd_spec,
 };
 use rowshard_tests::scores;
 
@@ -41,6 +41,14 @@ fn a_kvsall_step_is_the_host_step_on_every_rank_count() {
     // Squared distances: dense products of augmented rows.
     check_kvsall_step::<TransESq>(Backend::Cpu, scores::transe_sq);
     check_kvsall_step::<RotatESq>(Backend::Cpu, scores::rotate_sq);
+}
+
+#[test]
+fn a_self_adversarial_shared_negatives_step_is_the_host_step_on_every_rank_count() {
+    let negatives = [1, 1, 6, 10, 16, 19];
+    check_adversarial_step::<RotatESq>(Backend::Cpu, scores::rotate_sq, &negatives, 1.0);
+    check_adversarial_step::<TransESq>(Backend::Cpu, scores::transe_sq, &negatives, 0.5);
+    check_adversarial_step::<ComplEx>(Backend::Cpu, scores::complex, &negatives, 2.0);
 }
 
 #[test]

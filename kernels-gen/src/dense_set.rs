@@ -7,6 +7,7 @@ use cubecl::bytes::Bytes;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 
+use crate::kernels::dense::adversarial::adversarial_grad;
 use crate::kernels::dense::count::count_better;
 use crate::kernels::dense::labels::label_corrections;
 use crate::kernels::dense::query_grad::dense_query_grad;
@@ -293,6 +294,8 @@ impl DenseKernels {
             self.scores(&queries, &block, &out, &stats, epilogue, 1.0, 0.0);
         }
         let lse = self.upload(vec![0.0f32; queries.padded]);
+        let loss = self.adversarial_loss_buffer(1, &queries);
+        self.adversarial_grad(&out, 1, &queries, &lse, &loss, 1.0, 1.0);
         self.softmax_grad(&out, 1, &queries, &lse, 1.0, 0.0);
         let labels = self.upload_labels(&[0], &[0], &[1.0]);
         let loss = self.label_loss_buffer(&labels);
@@ -476,6 +479,61 @@ impl DenseKernels {
                 split.per_unit,
                 scale,
                 off,
+                self.tiles.scores.vectors,
+                self.tiles.polynomial_exp,
+            )
+        }
+    }
+
+    /// Values in the loss buffer of [`DenseKernels::adversarial_grad`] over `rows` rows (0
+    /// when nothing is launched).
+    pub fn adversarial_loss_len(&self, rows: usize, queries: &DeviceQueries) -> usize {
+        if rows == 0 || queries.count == 0 {
+            return 0;
+        }
+        Split::new(&self.client, rows, 1, 1).units() * self.lanes
+    }
+
+    /// A buffer for the loss of a [`DenseKernels::adversarial_grad`] launch.
+    pub fn adversarial_loss_buffer(&self, rows: usize, queries: &DeviceQueries) -> Handle {
+        self.client
+            .empty(self.adversarial_loss_len(rows, queries).max(1) * 4)
+    }
+
+    /// Enqueues [`adversarial_grad()`] over `rows` rows of scores that hold `α·s`: `lse` holds
+    /// each query's log-sum-exp of `α·s` over the negatives (`padded` values), `loss` gets the
+    /// units' `Σ p·softplus(s)` ([`DenseKernels::adversarial_loss_len`] values).
+    #[allow(clippy::too_many_arguments)]
+    pub fn adversarial_grad(
+        &self,
+        scores: &Handle,
+        rows: usize,
+        queries: &DeviceQueries,
+        lse: &Handle,
+        loss: &Handle,
+        alpha: f32,
+        scale: f32,
+    ) {
+        if rows == 0 || queries.count == 0 {
+            return;
+        }
+        let split = Split::new(&self.client, rows, 1, 1);
+        // SAFETY: `scores` holds rows × padded values, `lse` padded, `loss` a vector per unit;
+        // units own disjoint rows and their own loss.
+        unsafe {
+            adversarial_grad::launch_unchecked(
+                &self.client,
+                split.count(),
+                split.dim(),
+                self.lanes,
+                BufferArg::from_raw_parts(scores.clone(), rows * queries.padded),
+                BufferArg::from_raw_parts(lse.clone(), queries.padded),
+                BufferArg::from_raw_parts(loss.clone(), self.adversarial_loss_len(rows, queries)),
+                rows as u32,
+                queries.count as u32,
+                split.per_unit,
+                1.0 / alpha,
+                scale,
                 self.tiles.scores.vectors,
                 self.tiles.polynomial_exp,
             )

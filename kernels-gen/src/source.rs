@@ -12,8 +12,9 @@ use cubecl::prelude::*;
 
 use crate::dense_set::DenseTiles;
 use crate::kernels::dense::{
-    ScoreEpilogue, count::count_better, labels::label_corrections, query_grad::dense_query_grad,
-    scores::dense_scores, softmax::softmax_grad, table_grad::dense_table_grad,
+    ScoreEpilogue, adversarial::adversarial_grad, count::count_better, labels::label_corrections,
+    query_grad::dense_query_grad, scores::dense_scores, softmax::softmax_grad,
+    table_grad::dense_table_grad,
 };
 use crate::kernels::{
     apply::fused_apply, copy::copy_rows, gather::gather_rows, update::UpdateRule,
@@ -244,6 +245,23 @@ pub fn dense_sources(
         tiles.polynomial_exp,
     );
     out.push(("softmax_grad", compile(softmax.define(), language)?));
+    let adversarial = adversarial_grad::AdversarialGrad::new(
+        settings(),
+        properties(),
+        target(),
+        b(),
+        b(),
+        b(),
+        (),
+        (),
+        (),
+        (),
+        (),
+        SNAPSHOT_VECTOR,
+        tiles.scores.vectors,
+        tiles.polynomial_exp,
+    );
+    out.push(("adversarial_grad", compile(adversarial.define(), language)?));
     let count = count_better::CountBetter::new(
         settings(),
         properties(),
@@ -289,6 +307,7 @@ const ENTRY_POINTS: &[&str] = &[
     "dense_table_grad",
     "dense_query_grad",
     "softmax_grad",
+    "adversarial_grad",
     "label_corrections",
     "count_better",
     "forward",

@@ -113,16 +113,23 @@ impl<'a> Plan<'a> {
             return Err("--patience needs --eval-every: evaluations to be patient with".into());
         }
         let negsample = matches!(mode, Mode::NegSample { .. });
+        let unbatched = matches!(args.negatives, Negatives::Shared { batch: false, .. });
         if args.adversarial_temperature.is_some()
-            && !(negsample && matches!(args.loss, None | Some(LossArg::Bce)))
+            && !((negsample || unbatched) && matches!(args.loss, None | Some(LossArg::Bce)))
         {
             return Err(
-                "--adversarial-temperature applies to negsample with --loss bce (it weighs a \
-                 true triple's corruptions)"
+                "--adversarial-temperature applies to negsample, or to kvsall and 1vsall with \
+                 shared negatives without batch negatives, with --loss bce (it weighs a true \
+                 triple's corruptions)"
                     .into(),
             );
         }
         let corruption_loss = match (args.loss, args.adversarial_temperature) {
+            (None | Some(LossArg::Bce), Some(alpha)) if unbatched => {
+                Some(CorruptionLoss::Logistic {
+                    adversarial: Some(alpha as f32),
+                })
+            }
             _ if !negsample => None,
             (None | Some(LossArg::Bce), None) => None,
             (None | Some(LossArg::Bce), Some(alpha)) => Some(CorruptionLoss::Logistic {

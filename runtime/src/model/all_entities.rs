@@ -70,7 +70,7 @@ fn block_labels(
         .zip(&ids)
         .filter_map(|(&b, &id)| {
             let excess = match loss {
-                EntityLoss::BinaryCrossEntropy { .. } => keep,
+                EntityLoss::BinaryCrossEntropy { .. } | EntityLoss::SelfAdversarial { .. } => keep,
                 EntityLoss::SoftmaxCrossEntropy { .. } => keep / counts[b] as f32,
             };
             row(id).map(|r| (r, b as u32, excess))
@@ -164,7 +164,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 EntityLoss::SoftmaxCrossEntropy { .. } => (0..n)
                     .find(|&b| labels.get(b).is_empty())
                     .map(|b| InputError::NoLabels { position: b as u64 }),
-                EntityLoss::BinaryCrossEntropy { .. } => None,
+                EntityLoss::BinaryCrossEntropy { .. } | EntityLoss::SelfAdversarial { .. } => None,
             });
         agree_on_input(self.comm, verdict)?;
         if let Some(shared) = negatives {
@@ -184,6 +184,20 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         }
         // Without batch negatives each query's positives are scored apart from the sample.
         let apart = negatives.is_some_and(|s| !s.batch);
+        if let EntityLoss::SelfAdversarial { temperature } = loss {
+            if !apart {
+                return Err(ShardError::Unsupported(
+                    "self-adversarial weighting needs shared negatives without batch negatives \
+                     (it weighs each query's negatives, apart from its true tails)"
+                        .into(),
+                ));
+            }
+            if !(temperature > 0.0 && temperature.is_finite()) {
+                return Err(ShardError::Unsupported(format!(
+                    "a self-adversarial temperature of {temperature} (it must be > 0)"
+                )));
+            }
+        }
         let Some(dense) = self.dense.clone() else {
             return Err(ShardError::Unsupported(format!(
                 "training {} against every entity (KvsAll, 1vsAll) or shared negatives: {}; \
@@ -328,6 +342,50 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                     (positive_loss, positive_grads) = positives.logistic(1.0 / total as f64);
                 }
                 1.0 / (total as f64 * entities as f64)
+            }
+            EntityLoss::SelfAdversarial { temperature } => {
+                // Scores of α·q give the softmax's pieces of α·s; the kernel turns them into
+                // p·σ(s). The positives' part is the logistic loss's, on the host.
+                let scale = 1.0 / total as f32;
+                let epilogue = ScoreEpilogue::SoftmaxStats;
+                let scaled: Vec<f32> = q_all.iter().map(|&x| x * temperature).collect();
+                let scaled = dense.upload_queries(&scaled, total);
+                let mut scores = Vec::with_capacity(blocks.len());
+                let mut stats = Vec::new();
+                for range in &blocks {
+                    let out = dense.score_buffer(range.len(), &queries);
+                    let s = dense.stats_buffer(epilogue, range.len(), &queries);
+                    dense.scores(&scaled, &block(range), &out, &s, epilogue, 1.0, 0.0);
+                    let len = dense.stats_len(epilogue, range.len(), &queries);
+                    stats.extend(dense.read(s, len)?);
+                    scores.push(out);
+                }
+                let shard = if stats.is_empty() {
+                    vec![[f64::NEG_INFINITY, 0.0, 0.0]; total]
+                } else {
+                    combine_softmax_stats(&stats, queries.padded, total)
+                };
+                let lse = global_log_sum_exp(self.comm, &shard)?;
+                let mut lse_padded: Vec<f32> = lse.iter().map(|&x| x as f32).collect();
+                lse_padded.resize(queries.padded, 0.0);
+                let lse = client.create(Bytes::from_elems(lse_padded));
+                let mut sums = Vec::new();
+                for (i, (range, out)) in blocks.iter().zip(&scores).enumerate() {
+                    let rows = range.len();
+                    let loss = dense.adversarial_loss_buffer(rows, &queries);
+                    let len = dense.adversarial_loss_len(rows, &queries);
+                    let alpha = temperature;
+                    dense.adversarial_grad(out, rows, &queries, &lse, &loss, alpha, scale);
+                    sums.push((loss, len));
+                    sums.push(finish(i, range, out, scale));
+                }
+                for (handle, len) in sums {
+                    partial += read_sum(&dense, handle, len)?;
+                }
+                if let Some(positives) = &positives {
+                    (positive_loss, positive_grads) = positives.logistic(1.0 / total as f64);
+                }
+                1.0 / total as f64
             }
             EntityLoss::SoftmaxCrossEntropy { .. } => {
                 let scale = 1.0 / total as f32;

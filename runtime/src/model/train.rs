@@ -117,6 +117,14 @@ pub enum EntityLoss {
         /// Label smoothing ε in `[0, 1)`.
         smoothing: f32,
     },
+    /// Shared negatives only (without batch negatives): the logistic loss with self-adversarial
+    /// weighting (Sun et al., 2019) — per query, `softplus(−s)` of its true tails (their mean)
+    /// plus `Σ p·softplus(s)` over the negatives, `p = softmax(α·s)` over them held constant;
+    /// the mean over queries. The softmax's log-sum-exp is combined across ranks.
+    SelfAdversarial {
+        /// The temperature α > 0.
+        temperature: f32,
+    },
 }
 
 impl EntityLoss {
@@ -125,6 +133,7 @@ impl EntityLoss {
         match self {
             EntityLoss::BinaryCrossEntropy { smoothing }
             | EntityLoss::SoftmaxCrossEntropy { smoothing } => smoothing,
+            EntityLoss::SelfAdversarial { .. } => 0.0,
         }
     }
 }

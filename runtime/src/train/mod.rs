@@ -426,7 +426,15 @@ impl<'d> Trainer<'d> {
                 let relations: Vec<u32> = mine.iter().map(|&i| set.relations[i as usize]).collect();
                 let lists: Vec<&[u32]> = mine.iter().map(|&i| set.labels.get(i as usize)).collect();
                 let labels = crate::model::IdLists::from_lists(&lists);
-                let loss = c.loss.with_smoothing(c.label_smoothing);
+                let loss = match (c.corruption_loss, c.negatives) {
+                    (
+                        Some(CorruptionLoss::Logistic {
+                            adversarial: Some(temperature),
+                        }),
+                        Negatives::Shared { .. },
+                    ) => EntityLoss::SelfAdversarial { temperature },
+                    _ => c.loss.with_smoothing(c.label_smoothing),
+                };
                 match c.negatives {
                     Negatives::All => model.train_step(&TrainBatch::AllEntities {
                         heads: &heads,

@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | [`scores::dense_scores()`] | `S = W·Qᵀ`, then a loss epilogue in lanes | queries |
 //! | [`softmax::softmax_grad()`] | `G = scale·(exp(S − lse) − off)` in place | queries |
+//! | [`adversarial::adversarial_grad()`] | `G = scale·exp(αS − lse)·σ(S)` in place (self-adversarial) | queries |
 //! | [`labels::label_corrections()`] | `G[e, b] −= scale·y`, loss `−y·s` for each label | dim |
 //! | [`table_grad::dense_table_grad()`] | `∂W = G·Q` | dim |
 //! | [`query_grad::dense_query_grad()`] | `∂Q = Gᵀ·W` | dim |
@@ -26,6 +27,8 @@
 //! panels), so no two units write the same place and no atomics are needed; each sums in a fixed
 //! order, so results are reproducible run to run.
 
+#[allow(missing_docs)]
+pub mod adversarial;
 #[allow(missing_docs)]
 pub mod count;
 #[allow(missing_docs)]
