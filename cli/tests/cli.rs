@@ -162,6 +162,25 @@ fn bad_input_is_one_line_and_a_non_zero_exit() {
         "transe cannot train with KvsAll",
     );
     refused(
+        &["train", "--model", "rotate", "--mode", "1vsall"],
+        "rotate cannot train with 1vsAll: its score is not linear in the tail nor quadratic",
+    );
+    refused(
+        &[
+            "train",
+            "--model",
+            "rotate-sq",
+            "--mode",
+            "1vsall",
+            "--negatives",
+            "uniform:8,batch",
+            "--adversarial-temperature",
+            "1",
+        ],
+        "--adversarial-temperature applies to negsample, or to kvsall and 1vsall with shared \
+         negatives without batch negatives",
+    );
+    refused(
         &["train", "--model", "complex", "--dim", "31"],
         "multiple of 2",
     );
