@@ -17,7 +17,7 @@ use std::ops::Range;
 
 use cubecl::bytes::Bytes;
 use cubecl::server::Handle;
-use rowshard_kernels::dense_set::{DenseKernels, TableBlock, combine_softmax_stats};
+use rowshard_kernels::dense_set::{DenseKernels, DeviceQueries, TableBlock, combine_softmax_stats};
 use rowshard_kernels::kernels::dense::ScoreEpilogue;
 
 use super::candidates::{CandidateGradient, SharedNegatives, describe_ids};
@@ -321,6 +321,34 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             dense.query_grad(grads, &block(range), &queries, &dq, i > 0);
             (label_loss, dense.label_loss_len(&labels))
         };
+        // Every block's scores of `scored` (the queries, or scaled ones) with the softmax
+        // epilogue, and per query this rank's (max, Σ exp(s − max), Σ s).
+        let softmax_pieces =
+            |scored: &DeviceQueries| -> Result<(Vec<Handle>, Vec<[f64; 3]>), ShardError> {
+                let epilogue = ScoreEpilogue::SoftmaxStats;
+                let mut scores = Vec::with_capacity(blocks.len());
+                let mut stats = Vec::new();
+                for range in &blocks {
+                    let out = dense.score_buffer(range.len(), &queries);
+                    let s = dense.stats_buffer(epilogue, range.len(), &queries);
+                    dense.scores(scored, &block(range), &out, &s, epilogue, 1.0, 0.0);
+                    let len = dense.stats_len(epilogue, range.len(), &queries);
+                    stats.extend(dense.read(s, len)?);
+                    scores.push(out);
+                }
+                let shard = if stats.is_empty() {
+                    vec![[f64::NEG_INFINITY, 0.0, 0.0]; total]
+                } else {
+                    combine_softmax_stats(&stats, queries.padded, total)
+                };
+                Ok((scores, shard))
+            };
+        // A value per query on the device, padded.
+        let upload_padded = |values: &[f64]| {
+            let mut padded: Vec<f32> = values.iter().map(|&x| x as f32).collect();
+            padded.resize(queries.padded, 0.0);
+            client.create(Bytes::from_elems(padded))
+        };
         let scale = match loss {
             EntityLoss::BinaryCrossEntropy { .. } => {
                 let scale = (1.0 / (total as f64 * entities as f64)) as f32;
@@ -347,28 +375,9 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 // Scores of α·q give the softmax's pieces of α·s; the kernel turns them into
                 // p·σ(s). The positives' part is the logistic loss's, on the host.
                 let scale = 1.0 / total as f32;
-                let epilogue = ScoreEpilogue::SoftmaxStats;
                 let scaled: Vec<f32> = q_all.iter().map(|&x| x * temperature).collect();
-                let scaled = dense.upload_queries(&scaled, total);
-                let mut scores = Vec::with_capacity(blocks.len());
-                let mut stats = Vec::new();
-                for range in &blocks {
-                    let out = dense.score_buffer(range.len(), &queries);
-                    let s = dense.stats_buffer(epilogue, range.len(), &queries);
-                    dense.scores(&scaled, &block(range), &out, &s, epilogue, 1.0, 0.0);
-                    let len = dense.stats_len(epilogue, range.len(), &queries);
-                    stats.extend(dense.read(s, len)?);
-                    scores.push(out);
-                }
-                let shard = if stats.is_empty() {
-                    vec![[f64::NEG_INFINITY, 0.0, 0.0]; total]
-                } else {
-                    combine_softmax_stats(&stats, queries.padded, total)
-                };
-                let lse = global_log_sum_exp(self.comm, &shard)?;
-                let mut lse_padded: Vec<f32> = lse.iter().map(|&x| x as f32).collect();
-                lse_padded.resize(queries.padded, 0.0);
-                let lse = client.create(Bytes::from_elems(lse_padded));
+                let (scores, shard) = softmax_pieces(&dense.upload_queries(&scaled, total))?;
+                let lse = upload_padded(&global_log_sum_exp(self.comm, &shard)?);
                 let mut sums = Vec::new();
                 for (i, (range, out)) in blocks.iter().zip(&scores).enumerate() {
                     let rows = range.len();
@@ -389,22 +398,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             }
             EntityLoss::SoftmaxCrossEntropy { .. } => {
                 let scale = 1.0 / total as f32;
-                let epilogue = ScoreEpilogue::SoftmaxStats;
-                let mut scores = Vec::with_capacity(blocks.len());
-                let mut stats = Vec::new();
-                for range in &blocks {
-                    let out = dense.score_buffer(range.len(), &queries);
-                    let s = dense.stats_buffer(epilogue, range.len(), &queries);
-                    dense.scores(&queries, &block(range), &out, &s, epilogue, 1.0, 0.0);
-                    let len = dense.stats_len(epilogue, range.len(), &queries);
-                    stats.extend(dense.read(s, len)?);
-                    scores.push(out);
-                }
-                let shard = if stats.is_empty() {
-                    vec![[f64::NEG_INFINITY, 0.0, 0.0]; total]
-                } else {
-                    combine_softmax_stats(&stats, queries.padded, total)
-                };
+                let (scores, shard) = softmax_pieces(&queries)?;
                 let mut lse = global_log_sum_exp(self.comm, &shard)?;
                 if let Some(positives) = &positives {
                     // Each query's positives join its sample's log-sum-exp.
@@ -424,9 +418,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                     partial += lse.iter().sum::<f64>();
                 }
                 partial -= off as f64 * shard.iter().map(|s| s[2]).sum::<f64>();
-                let mut lse_padded: Vec<f32> = lse.iter().map(|&x| x as f32).collect();
-                lse_padded.resize(queries.padded, 0.0);
-                let lse = client.create(Bytes::from_elems(lse_padded));
+                let lse = upload_padded(&lse);
                 let mut sums = Vec::new();
                 for (i, (range, out)) in blocks.iter().zip(&scores).enumerate() {
                     dense.softmax_grad(out, range.len(), &queries, &lse, scale, off);
