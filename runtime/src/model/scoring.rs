@@ -103,7 +103,7 @@ pub trait ScoringFunction: 'static {
     const TAIL_LINEAR: Result<(), &'static str>;
     /// Whether the score is, by its syntax, a polynomial of degree 2 in the tail (a squared
     /// distance) or linear plus an offset: `c(h, r) + ⟨a(h, r), t⟩ + (degree 2 in t)`. When the
-    /// degree-2 part is `κ‖t‖²` (checked numerically, [`super::augmented`]) it scores against
+    /// degree-2 part is `κ‖t‖²` (checked numerically, [`super::Augmented`]) it scores against
     /// every entity as a dense product of augmented rows.
     const TAIL_QUADRATIC: bool = false;
 
