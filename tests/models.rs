@@ -4,7 +4,7 @@
 //! score), and the generated host functions. See `model_suite.rs`.
 
 use rowshard::model::ScoringFunction;
-use rowshard::models::{ComplEx, DistMult, QMult, RotatE, TransE, TransEL2};
+use rowshard::models::{ComplEx, DistMult, QMult, RotatE, RotatESq, TransE, TransEL2, TransESq};
 use rowshard_kernels::{Backend, DType};
 use rowshard_tests::model_suite::check_model;
 use rowshard_tests::scores;
@@ -52,8 +52,16 @@ fn only_scores_linear_in_the_tail_have_a_query() {
             .unwrap_err()
             .contains("`norm_l2` is not linear")
     );
+    // The squared moduli are quadratic in the tail; their square roots are what break it.
     assert!(
         RotatE::TAIL_LINEAR
+            .unwrap_err()
+            .contains("`sqrt` is not linear")
+    );
+    assert!(!RotatE::TAIL_QUADRATIC && !TransE::TAIL_QUADRATIC && !DistMult::TAIL_QUADRATIC);
+    assert!(RotatESq::TAIL_QUADRATIC && TransESq::TAIL_QUADRATIC);
+    assert!(
+        RotatESq::TAIL_LINEAR
             .unwrap_err()
             .contains("multiplies two expressions")
     );
