@@ -58,8 +58,14 @@ fn only_scores_linear_in_the_tail_have_a_query() {
             .unwrap_err()
             .contains("`sqrt` is not linear")
     );
-    assert!(!RotatE::TAIL_QUADRATIC && !TransE::TAIL_QUADRATIC && !DistMult::TAIL_QUADRATIC);
-    assert!(RotatESq::TAIL_QUADRATIC && TransESq::TAIL_QUADRATIC);
+    let quadratic = [
+        RotatE::TAIL_QUADRATIC,
+        TransE::TAIL_QUADRATIC,
+        DistMult::TAIL_QUADRATIC,
+        RotatESq::TAIL_QUADRATIC,
+        TransESq::TAIL_QUADRATIC,
+    ];
+    assert_eq!(quadratic, [false, false, false, true, true]);
     assert!(
         RotatESq::TAIL_LINEAR
             .unwrap_err()
