@@ -382,15 +382,9 @@ fn candidates(negatives: Option<(&[u32], bool)>, labels: &IdLists, b: usize) -> 
     own
 }
 
-fn check_softmax_against<S: ScoringFunction>(
-    backend: Backend,
-    reference: Score,
-    n3: f64,
-    dropout: (f32, f32),
-    negatives: Option<(&[u32], bool)>,
-) {
-    let heads = [0, 4, 4, 13, 19, 7];
-    let relations = [1, 0, 2, 2, 1, 0];
+/// The global batch of the softmax and self-adversarial steps: heads, relations and true tails
+/// (with a repeat, a self-loop and a tail shared by two queries).
+fn softmax_batch() -> ([u32; 6], [u32; 6], IdLists) {
     let labels = IdLists::from_lists(&[
         vec![2, 3],
         vec![5],
@@ -399,6 +393,17 @@ fn check_softmax_against<S: ScoringFunction>(
         vec![19],
         vec![7, 7, 11],
     ]);
+    ([0, 4, 4, 13, 19, 7], [1, 0, 2, 2, 1, 0], labels)
+}
+
+fn check_softmax_against<S: ScoringFunction>(
+    backend: Backend,
+    reference: Score,
+    n3: f64,
+    dropout: (f32, f32),
+    negatives: Option<(&[u32], bool)>,
+) {
+    let (heads, relations, labels) = softmax_batch();
     let smoothing = match negatives {
         Some((_, false)) => 0.0,
         _ => 0.1f64,
@@ -539,16 +544,7 @@ pub fn check_adversarial_step<S: ScoringFunction>(
     negatives: &[u32],
     temperature: f32,
 ) {
-    let heads = [0, 4, 4, 13, 19, 7];
-    let relations = [1, 0, 2, 2, 1, 0];
-    let labels = IdLists::from_lists(&[
-        vec![2, 3],
-        vec![5],
-        vec![0, 19, 7],
-        vec![4],
-        vec![19],
-        vec![7, 7, 11],
-    ]);
+    let (heads, relations, labels) = softmax_batch();
     let n = heads.len();
     let softplus = |x: f64| x.max(0.0) + (-x.abs()).exp().ln_1p();
     for world in [1, 2, 3] {

@@ -50,28 +50,32 @@ pub fn transe_sq(h: &[f64], r: &[f64], t: &[f64]) -> f64 {
 
 /// RotatE's rotation followed by the squared L2 distance: `6 − Σ_i |h_i·e^{iθ_i} − t_i|²`.
 pub fn rotate_sq(h: &[f64], r: &[f64], t: &[f64]) -> f64 {
-    let k = h.len() / 2;
-    6.0 - (0..k)
-        .map(|i| {
-            let (c, s) = (r[i].cos(), r[i].sin());
-            let re = h[i] * c - h[k + i] * s - t[i];
-            let im = h[i] * s + h[k + i] * c - t[k + i];
-            re * re + im * im
-        })
+    6.0 - rotation_residuals(h, r, t)
+        .map(|(re, im)| re * re + im * im)
         .sum::<f64>()
+}
+
+/// `h_i·e^{iθ_i} − t_i` for each complex coordinate `i`, as (real, imaginary).
+fn rotation_residuals<'a>(
+    h: &'a [f64],
+    r: &'a [f64],
+    t: &'a [f64],
+) -> impl Iterator<Item = (f64, f64)> + 'a {
+    let k = h.len() / 2;
+    (0..k).map(move |i| {
+        let (c, s) = (r[i].cos(), r[i].sin());
+        (
+            h[i] * c - h[k + i] * s - t[i],
+            h[i] * s + h[k + i] * c - t[k + i],
+        )
+    })
 }
 
 /// RotatE (Sun et al., 2019): `6 − Σ_i |h_i·e^{iθ_i} − t_i|` with complex entity rows and
 /// relation phases θ.
 pub fn rotate(h: &[f64], r: &[f64], t: &[f64]) -> f64 {
-    let k = h.len() / 2;
-    6.0 - (0..k)
-        .map(|i| {
-            let (c, s) = (r[i].cos(), r[i].sin());
-            let re = h[i] * c - h[k + i] * s - t[i];
-            let im = h[i] * s + h[k + i] * c - t[k + i];
-            re.hypot(im)
-        })
+    6.0 - rotation_residuals(h, r, t)
+        .map(|(re, im)| re.hypot(im))
         .sum::<f64>()
 }
 
