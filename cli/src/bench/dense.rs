@@ -175,6 +175,11 @@ fn measure(
             }),
         ),
         (
+            "scores + softmax stats alone (no gradient pass)",
+            1,
+            Box::new(|| scores(ScoreEpilogue::SoftmaxStats, &softmax_stats)),
+        ),
+        (
             "table gradient G·Q",
             1,
             Box::new(|| kernels.table_grad(&q, &block, &out, &dw)),
