@@ -9,7 +9,7 @@
 
 use cubecl::bytes::Bytes;
 use rowshard_kernels::dense_set::{
-    DeviceLabels, DeviceQueries, TableBlock, combine_counts, combine_softmax_stats,
+    DeviceLabels, DeviceQueries, SoftmaxGradient, TableBlock, combine_counts, combine_softmax_stats,
 };
 use rowshard_kernels::kernels::dense::ScoreEpilogue;
 use rowshard_kernels::{Backend, DType, DenseKernels};
@@ -34,7 +34,7 @@ pub struct Case {
 }
 
 /// The cases every runtime and dtype runs.
-pub const CASES: [Case; 8] = [
+pub const CASES: [Case; 9] = [
     case(1, 1, 0, 1, 8, 4.0),
     case(1, 37, 0, 37, 20, 4.0),
     case(37, 1, 0, 1, 20, 4.0),
@@ -43,6 +43,7 @@ pub const CASES: [Case; 8] = [
     case(17, 13, 0, 13, 7, 3.0),
     case(130, 61, 5, 80, 32, 10.0),
     case(40, 29, 3, 40, 16, 80.0),
+    case(70, 300, 7, 320, 24, 6.0),
 ];
 
 const fn case(
@@ -263,12 +264,11 @@ fn check_bce(s: &Setup, what: &str) {
         scale as f32,
     );
     let got = s.unpanel(&s.read(out, c.rows * s.queries.padded));
-    let loss: f64 = s
-        .read(stats, k.stats_len(epilogue, c.rows, &s.queries))
-        .iter()
-        .chain(&s.read(label_loss, k.label_loss_len(&labels)))
-        .map(|&x| x as f64)
-        .sum();
+    let loss: f64 = k.bce_loss(stats, c.rows, &s.queries).expect("read")
+        + s.read(label_loss, k.label_loss_len(&labels))
+            .iter()
+            .map(|&x| x as f64)
+            .sum::<f64>();
     let (mut want_loss, mut loss_size) = (0.0, 0.0);
     for e in 0..c.rows {
         for b in 0..c.queries {
@@ -324,54 +324,95 @@ fn check_softmax(s: &Setup, what: &str) {
     let mut lse_padded: Vec<f32> = lse.iter().map(|&x| x as f32).collect();
     lse_padded.resize(s.queries.padded, 0.0);
     let lse_handle = k.client().create(Bytes::from_elems(lse_padded));
-    k.softmax_grad(
-        &out,
-        c.rows,
-        &s.queries,
-        &lse_handle,
-        scale as f32,
-        off as f32,
-    );
     let target = |b: usize| (1.0 - epsilon) / s.counts[b].max(1) as f64;
     let labels = s.upload_labels(|b| target(b) as f32);
-    let label_loss = k.label_loss_buffer(&labels);
-    k.label_corrections(
-        &s.queries,
-        &s.block(),
-        &out,
-        &labels,
-        &label_loss,
-        scale as f32,
-    );
-    let got = s.unpanel(&s.read(out, c.rows * s.queries.padded));
-    let label_part: f64 = s
-        .read(label_loss, k.label_loss_len(&labels))
-        .iter()
-        .map(|&x| x as f64)
-        .sum();
-    let (mut want_labels, mut label_size) = (0.0, 0.0);
-    for e in 0..c.rows {
-        for b in 0..c.queries {
-            let (score, size) = s.score(e, b);
-            let label = s.is_label(e, b) as u8 as f64;
-            let y = off + target(b) * label;
-            let p = (score - lse[b]).exp();
-            let want = scale * (p - y);
-            // exp(s − lse) carries the rounding of s and lse (ulps of their size) relatively.
-            let slack = 8.0 * f32::EPSILON as f64 * (size + score.abs() + lse[b].abs());
-            assert!(
-                (got[e][b] as f64 - want).abs() <= scale * (2e-6 + p * slack),
-                "{what}: softmax gradient ({e}, {b}) {} vs {want}",
-                got[e][b]
+    // Three launches, and where the runtime fuses them, the gradient made inside the query
+    // gradient's launch (which then also gives the queries' gradient).
+    let mut fused = vec![false];
+    if k.fuses_softmax() {
+        fused.push(true);
+    }
+    for fused in fused {
+        let what = format!("{what} (fused: {fused})");
+        let out = k.score_buffer(c.rows, &s.queries);
+        let stats = k.stats_buffer(epilogue, c.rows, &s.queries);
+        k.scores(&s.queries, &s.block(), &out, &stats, epilogue, 1.0, 0.0);
+        let label_loss = k.label_loss_buffer(&labels);
+        let dq = k.query_grad_buffer(&s.queries);
+        if fused {
+            let softmax = SoftmaxGradient {
+                lse: &lse_handle,
+                scale: scale as f32,
+                off: off as f32,
+            };
+            let block = s.block();
+            k.softmax_query_grad(&out, &block, &s.queries, &dq, false, &softmax, &labels);
+            k.label_loss(&s.queries, &block, &labels, &label_loss);
+        } else {
+            k.softmax_grad(
+                &out,
+                c.rows,
+                &s.queries,
+                &lse_handle,
+                scale as f32,
+                off as f32,
             );
-            want_labels -= target(b) * label * score;
-            label_size += (target(b) * label * score).abs();
+            k.label_corrections(
+                &s.queries,
+                &s.block(),
+                &out,
+                &labels,
+                &label_loss,
+                scale as f32,
+            );
+            k.query_grad(&out, &s.block(), &s.queries, &dq, false);
+        }
+        let dq = k.read_query_grad(dq, &s.queries).expect("read");
+        let got = s.unpanel(&s.read(out, c.rows * s.queries.padded));
+        let label_part: f64 = s
+            .read(label_loss, k.label_loss_len(&labels))
+            .iter()
+            .map(|&x| x as f64)
+            .sum();
+        let (mut want_labels, mut label_size) = (0.0, 0.0);
+        let mut want_grads = vec![vec![0.0f64; c.queries]; c.rows];
+        for e in 0..c.rows {
+            for b in 0..c.queries {
+                let (score, size) = s.score(e, b);
+                let label = s.is_label(e, b) as u8 as f64;
+                let y = off + target(b) * label;
+                let p = (score - lse[b]).exp();
+                let want = scale * (p - y);
+                // exp(s − lse) carries the rounding of s and lse (ulps of their size) relatively.
+                let slack = 8.0 * f32::EPSILON as f64 * (size + score.abs() + lse[b].abs());
+                assert!(
+                    (got[e][b] as f64 - want).abs() <= scale * (2e-6 + p * slack),
+                    "{what}: softmax gradient ({e}, {b}) {} vs {want}",
+                    got[e][b]
+                );
+                want_grads[e][b] = want;
+                want_labels -= target(b) * label * score;
+                label_size += (target(b) * label * score).abs();
+            }
+        }
+        assert!(
+            (label_part - want_labels).abs() <= 1e-5 * (1.0 + label_size),
+            "{what}: label loss {label_part} vs {want_labels}"
+        );
+        for b in 0..c.queries {
+            for i in 0..c.dim {
+                let terms =
+                    (0..c.rows).map(|e| want_grads[e][b] * s.table[(c.first + e) * c.dim + i]);
+                let want: f64 = terms.clone().sum();
+                let size: f64 = terms.map(f64::abs).sum();
+                let got = dq[b * c.dim + i] as f64;
+                assert!(
+                    close(got, want, size, c.rows),
+                    "{what}: query gradient of the softmax ({b}, {i}) {got} vs {want}"
+                );
+            }
         }
     }
-    assert!(
-        (label_part - want_labels).abs() <= 1e-5 * (1.0 + label_size),
-        "{what}: label loss {label_part} vs {want_labels}"
-    );
 }
 
 fn check_products(s: &Setup, what: &str) {

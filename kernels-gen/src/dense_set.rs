@@ -209,6 +209,10 @@ pub struct DeviceLabels {
     rows: Handle,
     queries: Handle,
     excess: Handle,
+    /// Per chunk of rows of the query gradient, where its labels start (one more than there
+    /// are chunks with labels): the labels are sorted by row.
+    chunk_starts: Handle,
+    chunks: usize,
     count: usize,
 }
 
@@ -224,6 +228,16 @@ impl DeviceLabels {
     }
 }
 
+/// What the softmax cross-entropy's gradient of a block needs besides its scores.
+pub struct SoftmaxGradient<'a> {
+    /// Each query's log-sum-exp over every rank's candidates (`padded` values).
+    pub lse: &'a Handle,
+    /// The loss's scale (`1 / queries`).
+    pub scale: f32,
+    /// The target everywhere but the labels (`ε / entities` with label smoothing).
+    pub off: f32,
+}
+
 /// Queries against table rows on one client: scores with a loss epilogue, the softmax gradient,
 /// label corrections, the two gradient products, and rank counting.
 #[derive(Clone)]
@@ -236,6 +250,12 @@ pub struct DenseKernels {
     /// Lanes of a row vector (gradients, labels).
     row_lanes: usize,
     tiles: DenseTiles,
+    /// Whether the softmax gradient is made inside the query gradient
+    /// ([`DenseKernels::softmax_query_grad`]).
+    fuses_softmax: bool,
+    /// One-value buffers for the inputs a kernel variant does not read (each its own, so no
+    /// buffer is bound twice in a launch).
+    unused: [Handle; 5],
     jit_time: Duration,
 }
 
@@ -256,6 +276,7 @@ impl DenseKernels {
         } else {
             DenseTiles::gpu(row_vectors)
         };
+        let unused = std::array::from_fn(|_| client.create(Bytes::from_elems(vec![0u32; 16])));
         let mut set = Self {
             client: client.clone(),
             dtype,
@@ -263,6 +284,8 @@ impl DenseKernels {
             lanes,
             row_lanes,
             tiles,
+            fuses_softmax: is_cpu_runtime(client),
+            unused,
             jit_time: Duration::ZERO,
         };
         let start = Instant::now();
@@ -300,10 +323,19 @@ impl DenseKernels {
         let labels = self.upload_labels(&[0], &[0], &[1.0]);
         let loss = self.label_loss_buffer(&labels);
         self.label_corrections(&queries, &block, &out, &labels, &loss, 1.0);
+        self.label_loss(&queries, &block, &labels, &loss);
         let dw = self.client.empty(dim * 4);
         self.table_grad(&queries, &block, &out, &dw);
         let dq = self.query_grad_buffer(&queries);
         self.query_grad(&out, &block, &queries, &dq, false);
+        if self.fuses_softmax {
+            let softmax = SoftmaxGradient {
+                lse: &lse,
+                scale: 1.0,
+                off: 0.0,
+            };
+            self.softmax_query_grad(&out, &block, &queries, &dq, false, &softmax, &labels);
+        }
         let counts = self.count_buffer(1, &queries);
         self.count_better(&out, 1, &queries, &lse, &counts);
         crate::wait::read_one(&self.client, counts)?;
@@ -390,6 +422,23 @@ impl DenseKernels {
             ScoreEpilogue::BinaryCrossEntropy => split.units() * self.lanes,
             ScoreEpilogue::SoftmaxStats => split.groups * 3 * queries.padded,
         }
+    }
+
+    /// The loss of a [`DenseKernels::scores`] launch with the binary cross-entropy over `rows`
+    /// rows: the sum of its `stats`, less the `ln 2` a row that each padding lane adds.
+    pub fn bce_loss(
+        &self,
+        stats: Handle,
+        rows: usize,
+        queries: &DeviceQueries,
+    ) -> Result<f64, KernelError> {
+        if rows == 0 || queries.count == 0 {
+            return Ok(0.0); // nothing was launched
+        }
+        let len = self.stats_len(ScoreEpilogue::BinaryCrossEntropy, rows, queries);
+        let sum: f64 = self.read(stats, len)?.iter().map(|&x| x as f64).sum();
+        let padding = (queries.padded - queries.count) as f64 * rows as f64;
+        Ok(sum - padding * core::f64::consts::LN_2)
     }
 
     /// A buffer for the statistics of a [`DenseKernels::scores`] launch.
@@ -544,17 +593,36 @@ impl DenseKernels {
     /// pair at most once.
     pub fn upload_labels(&self, rows: &[u32], queries: &[u32], excess: &[f32]) -> DeviceLabels {
         assert!(rows.len() == queries.len() && rows.len() == excess.len());
-        let placeholder = |v: &[u32]| {
-            if v.is_empty() { vec![0] } else { v.to_vec() }
+        // Sorted by row, so each chunk of rows of the query gradient finds its labels together.
+        let mut order: Vec<usize> = (0..rows.len()).collect();
+        order.sort_by_key(|&i| (rows[i], queries[i]));
+        let pick = |v: &[u32]| -> Vec<u32> {
+            if v.is_empty() {
+                vec![0]
+            } else {
+                order.iter().map(|&i| v[i]).collect()
+            }
         };
+        let chunk = match self.tiles.chunk {
+            0 => usize::MAX,
+            c => c,
+        };
+        let sorted = pick(rows);
+        let chunks = rows.iter().max().map_or(0, |&r| r as usize / chunk + 1);
+        let chunk_starts: Vec<u32> = (0..=chunks)
+            .map(|c| sorted.partition_point(|&r| (r as usize) < c.saturating_mul(chunk)) as u32)
+            .map(|start| start.min(rows.len() as u32))
+            .collect();
         DeviceLabels {
-            rows: self.client.create(Bytes::from_elems(placeholder(rows))),
-            queries: self.client.create(Bytes::from_elems(placeholder(queries))),
+            rows: self.client.create(Bytes::from_elems(sorted)),
+            queries: self.client.create(Bytes::from_elems(pick(queries))),
             excess: self.upload(if excess.is_empty() {
                 vec![0.0]
             } else {
-                excess.to_vec()
+                order.iter().map(|&i| excess[i]).collect()
             }),
+            chunk_starts: self.client.create(Bytes::from_elems(chunk_starts)),
+            chunks: chunks + 1,
             count: rows.len(),
         }
     }
@@ -587,6 +655,34 @@ impl DenseKernels {
         loss: &Handle,
         scale: f32,
     ) {
+        let grads = (grads, block.rows * queries.padded);
+        self.launch_labels(queries, block, grads, labels, loss, scale, true);
+    }
+
+    /// Enqueues [`label_corrections()`] for the labels' part of the loss alone: their
+    /// gradient was corrected where it was made ([`DenseKernels::softmax_query_grad`]).
+    pub fn label_loss(
+        &self,
+        queries: &DeviceQueries,
+        block: &TableBlock,
+        labels: &DeviceLabels,
+        loss: &Handle,
+    ) {
+        let unused = (&self.unused[0], 1);
+        self.launch_labels(queries, block, unused, labels, loss, 0.0, false);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn launch_labels(
+        &self,
+        queries: &DeviceQueries,
+        block: &TableBlock,
+        (grads, grads_len): (&Handle, usize),
+        labels: &DeviceLabels,
+        loss: &Handle,
+        scale: f32,
+        correct: bool,
+    ) {
         if labels.count == 0 {
             return;
         }
@@ -602,7 +698,7 @@ impl DenseKernels {
                     self.row_lanes,
                     BufferArg::from_raw_parts(queries.rows.clone(), queries.count * self.dim),
                     BufferArg::from_raw_parts(block.table.clone(), block.table_len),
-                    BufferArg::from_raw_parts(grads.clone(), block.rows * queries.padded),
+                    BufferArg::from_raw_parts(grads.clone(), grads_len),
                     BufferArg::from_raw_parts(labels.rows.clone(), labels.count),
                     BufferArg::from_raw_parts(labels.queries.clone(), labels.count),
                     BufferArg::from_raw_parts(labels.excess.clone(), labels.count),
@@ -613,6 +709,7 @@ impl DenseKernels {
                     queries.panel as u32,
                     split.per_unit,
                     scale,
+                    correct,
                 )
             }
         })
@@ -696,25 +793,95 @@ impl DenseKernels {
         out: &Handle,
         accumulate: bool,
     ) {
+        self.launch_query_grad(grads, block, queries, out, accumulate, None);
+    }
+
+    /// Whether [`DenseKernels::softmax_query_grad`] runs on this runtime: the `cpu` runtime's,
+    /// where a unit owns every coordinate of its panels. Elsewhere
+    /// [`DenseKernels::softmax_grad`], [`DenseKernels::label_corrections`] and
+    /// [`DenseKernels::query_grad`] do the same in three launches.
+    pub fn fuses_softmax(&self) -> bool {
+        self.fuses_softmax
+    }
+
+    /// Enqueues [`dense_query_grad()`] with the softmax cross-entropy's gradient made on the
+    /// way: `scores` holds the block's scores and becomes, chunk by chunk as the kernel first
+    /// reads it, `scale · (exp(s − lse) − off)` less `scale · y` of each of `labels` — what
+    /// [`DenseKernels::softmax_grad`] and [`DenseKernels::label_corrections`] make, without a
+    /// pass over the block of their own —, and the queries' gradient of it goes to `out` as in
+    /// [`DenseKernels::query_grad`]. [`DenseKernels::label_loss`] and
+    /// [`DenseKernels::table_grad`] follow. Only where [`DenseKernels::fuses_softmax`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn softmax_query_grad(
+        &self,
+        scores: &Handle,
+        block: &TableBlock,
+        queries: &DeviceQueries,
+        out: &Handle,
+        accumulate: bool,
+        softmax: &SoftmaxGradient,
+        labels: &DeviceLabels,
+    ) {
+        assert!(
+            self.fuses_softmax,
+            "the softmax gradient is fused on the cpu runtime only"
+        );
+        self.launch_query_grad(
+            scores,
+            block,
+            queries,
+            out,
+            accumulate,
+            Some((softmax, labels)),
+        );
+    }
+
+    fn launch_query_grad(
+        &self,
+        grads: &Handle,
+        block: &TableBlock,
+        queries: &DeviceQueries,
+        out: &Handle,
+        accumulate: bool,
+        softmax: Option<(&SoftmaxGradient, &DeviceLabels)>,
+    ) {
         let padded = queries.padded;
         if block.rows == 0 || queries.count == 0 {
             return;
         }
         let tile = self.tiles.query_grad;
         debug_assert_eq!(tile.vectors, self.tiles.scores.vectors, "a panel per tile");
-        let split = Split::new(
-            &self.client,
-            padded / queries.panel,
-            1,
-            self.dim.div_ceil(tile.rows),
-        );
+        let panels = padded / queries.panel;
+        // With the softmax made in place, a unit owns whole panels: every coordinate.
+        let (split, coords_per_unit) = if softmax.is_some() {
+            (Split::new(&self.client, panels, 1, 1), self.dim as u32)
+        } else {
+            let split = Split::new(&self.client, panels, 1, self.dim.div_ceil(tile.rows));
+            (split, split.panels_per_unit * tile.rows as u32)
+        };
         let chunk = match self.tiles.chunk {
             0 => block.rows,
             c => c,
         };
+        let one = |i: usize| (self.unused[i].clone(), 1);
+        let ([lse, rows, of, excess, starts], scale, off) = match softmax {
+            Some((g, labels)) => {
+                let n = labels.count.max(1);
+                let inputs = [
+                    (g.lse.clone(), padded),
+                    (labels.rows.clone(), n),
+                    (labels.queries.clone(), n),
+                    (labels.excess.clone(), n),
+                    (labels.chunk_starts.clone(), labels.chunks),
+                ];
+                (inputs, g.scale, g.off)
+            }
+            None => ([one(0), one(1), one(2), one(3), one(4)], 0.0, 0.0),
+        };
         with_dtype!(self.dtype, F => {
             // SAFETY: `grads` holds rows × padded values, the block lies inside the table, and
-            // each unit writes only its own panels' coordinates of `out` (dim × padded).
+            // each unit writes only its own panels' coordinates of `out` (dim × padded) — and,
+            // with the softmax, only its own panels of `grads`; labels lie in the block.
             unsafe {
                 dense_query_grad::launch_unchecked::<F>(
                     &self.client,
@@ -724,15 +891,24 @@ impl DenseKernels {
                     BufferArg::from_raw_parts(grads.clone(), block.rows * padded),
                     BufferArg::from_raw_parts(block.table.clone(), block.table_len),
                     BufferArg::from_raw_parts(out.clone(), self.dim * padded),
+                    BufferArg::from_raw_parts(lse.0, lse.1),
+                    BufferArg::from_raw_parts(rows.0, rows.1),
+                    BufferArg::from_raw_parts(of.0, of.1),
+                    BufferArg::from_raw_parts(excess.0, excess.1),
+                    BufferArg::from_raw_parts(starts.0, starts.1),
                     block.first as u32,
                     block.rows as u32,
                     self.dim as u32,
                     queries.count as u32,
                     split.per_unit,
-                    split.panels_per_unit * tile.rows as u32,
+                    coords_per_unit,
                     chunk as u32,
                     accumulate as u32,
+                    scale,
+                    off,
                     tile,
+                    softmax.is_some(),
+                    self.tiles.polynomial_exp,
                 )
             }
         })

@@ -212,7 +212,7 @@ pub fn dense_sources(
         label_corrections::LabelCorrections::<F>::new(
             settings(), properties(), target(),
             b(), b(), b(), b(), b(), b(), b(), (), (), (), (), (), (),
-            SNAPSHOT_VECTOR,
+            SNAPSHOT_VECTOR, true,
         ).define(),
         language,
     ))?;
@@ -220,8 +220,8 @@ pub fn dense_sources(
     let query_grad = with_dtype!(dtype, F => compile(
         dense_query_grad::DenseQueryGrad::<F>::new(
             settings(), properties(), target(),
-            b(), b(), b(), (), (), (), (), (), (), (), (),
-            SNAPSHOT_VECTOR, tiles.query_grad,
+            b(), b(), b(), b(), b(), b(), b(), b(), (), (), (), (), (), (), (), (), (), (),
+            SNAPSHOT_VECTOR, tiles.query_grad, false, tiles.polynomial_exp,
         ).define(),
         language,
     ))?;

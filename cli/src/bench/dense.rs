@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use cubecl::server::Handle;
 use rowshard::init::SplitMix64;
-use rowshard_kernels::dense_set::{DeviceQueries, TableBlock};
+use rowshard_kernels::dense_set::{DeviceQueries, SoftmaxGradient, TableBlock};
 use rowshard_kernels::kernels::dense::ScoreEpilogue;
 use rowshard_kernels::{Backend, DType, DenseKernels, KernelError};
 
@@ -158,6 +158,11 @@ fn measure(
         kernels.table_grad(q, &block, &out, &dw);
         kernels.query_grad(&out, &block, q, &dq, false);
     };
+    let softmax = SoftmaxGradient {
+        lse: &lse,
+        scale: 1e-3,
+        off: 0.0,
+    };
     let cases: Vec<Case> = vec![
         (
             "scores",
@@ -205,7 +210,30 @@ fn measure(
                 products(&q);
             }),
         ),
+        (
+            "1vsAll step: softmax scores + both gradients, 5 launches",
+            3,
+            Box::new(|| {
+                scores(ScoreEpilogue::SoftmaxStats, &softmax_stats);
+                kernels.softmax_grad(&out, rows, &q, &lse, 1e-3, 0.0);
+                kernels.label_corrections(&q, &block, &out, &labels, &label_loss, 1e-3);
+                products(&q);
+            }),
+        ),
     ];
+    let mut cases = cases;
+    if kernels.fuses_softmax() {
+        cases.push((
+            "1vsAll step: softmax gradient made in the query gradient",
+            3,
+            Box::new(|| {
+                scores(ScoreEpilogue::SoftmaxStats, &softmax_stats);
+                kernels.softmax_query_grad(&out, &block, &q, &dq, false, &softmax, &labels);
+                kernels.label_loss(&q, &block, &labels, &label_loss);
+                kernels.table_grad(&q, &block, &out, &dw);
+            }),
+        ));
+    }
     // Rounds over every case, interleaved, so a slow spell of the machine hits them alike.
     let mut times = vec![Vec::with_capacity(repeats); cases.len()];
     for round in 0..=repeats {

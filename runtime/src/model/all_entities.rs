@@ -17,7 +17,9 @@ use std::ops::Range;
 
 use cubecl::bytes::Bytes;
 use cubecl::server::Handle;
-use rowshard_kernels::dense_set::{DenseKernels, DeviceQueries, TableBlock, combine_softmax_stats};
+use rowshard_kernels::dense_set::{
+    DenseKernels, DeviceQueries, SoftmaxGradient, TableBlock, combine_softmax_stats,
+};
 use rowshard_kernels::kernels::dense::ScoreEpilogue;
 
 use super::candidates::{CandidateGradient, SharedNegatives, describe_ids};
@@ -321,6 +323,19 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             dense.query_grad(grads, &block(range), &queries, &dq, i > 0);
             (label_loss, dense.label_loss_len(&labels))
         };
+        // The same for the softmax cross-entropy where its gradient is made inside the query
+        // gradient's launch: `scores` become the gradient there, and the table gradient follows.
+        let finish_softmax =
+            |i: usize, range: &Range<usize>, scores: &Handle, softmax: &SoftmaxGradient| {
+                let t = &targets[i];
+                let labels = dense.upload_labels(&t.rows, &t.queries, &t.excess);
+                let label_loss = dense.label_loss_buffer(&labels);
+                let b = block(range);
+                dense.softmax_query_grad(scores, &b, &queries, &dq, i > 0, softmax, &labels);
+                dense.label_loss(&queries, &b, &labels, &label_loss);
+                dense.table_grad(&queries, &b, scores, &dw);
+                (label_loss, dense.label_loss_len(&labels))
+            };
         // Every block's scores of `scored` (the queries, or scaled ones) with the softmax
         // epilogue, and per query this rank's (max, Σ exp(s − max), Σ s).
         let softmax_pieces =
@@ -353,15 +368,18 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             EntityLoss::BinaryCrossEntropy { .. } => {
                 let scale = (1.0 / (total as f64 * entities as f64)) as f32;
                 let epilogue = ScoreEpilogue::BinaryCrossEntropy;
+                let mut losses = Vec::new();
                 let mut sums = Vec::new();
                 for (i, range) in blocks.iter().enumerate() {
                     let grads = dense.score_buffer(range.len(), &queries);
                     let stats = dense.stats_buffer(epilogue, range.len(), &queries);
-                    let stats_len = dense.stats_len(epilogue, range.len(), &queries);
                     let b = block(range);
                     dense.scores(&queries, &b, &grads, &stats, epilogue, scale, off);
-                    sums.push((stats, stats_len));
+                    losses.push((stats, range.len()));
                     sums.push(finish(i, range, &grads, scale));
+                }
+                for (stats, rows) in losses {
+                    partial += dense.bce_loss(stats, rows, &queries)?;
                 }
                 for (handle, len) in sums {
                     partial += read_sum(&dense, handle, len)?;
@@ -419,10 +437,19 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 }
                 partial -= off as f64 * shard.iter().map(|s| s[2]).sum::<f64>();
                 let lse = upload_padded(&lse);
+                let softmax = SoftmaxGradient {
+                    lse: &lse,
+                    scale,
+                    off,
+                };
                 let mut sums = Vec::new();
                 for (i, (range, out)) in blocks.iter().zip(&scores).enumerate() {
-                    dense.softmax_grad(out, range.len(), &queries, &lse, scale, off);
-                    sums.push(finish(i, range, out, scale));
+                    if dense.fuses_softmax() {
+                        sums.push(finish_softmax(i, range, out, &softmax));
+                    } else {
+                        dense.softmax_grad(out, range.len(), &queries, &lse, scale, off);
+                        sums.push(finish(i, range, out, scale));
+                    }
                 }
                 for (handle, len) in sums {
                     partial += read_sum(&dense, handle, len)?;

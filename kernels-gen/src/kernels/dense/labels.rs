@@ -7,8 +7,9 @@ use cubecl::prelude::*;
 use crate::kernels::update::lane_sum;
 
 /// For each label `i` a unit owns — block row `rows[i]`, query `queries_of[i]`, target excess
-/// `excess[i] = y − off` —: its gradient entry gets `−scale · excess`, and `−excess · s` (with
-/// `s = ⟨q, w⟩` recomputed) is added to the unit's `loss[unit]`.
+/// `excess[i] = y − off` —: its gradient entry gets `−scale · excess` (with `correct`; without,
+/// the gradient was corrected where it was made), and `−excess · s` (with `s = ⟨q, w⟩`
+/// recomputed) is added to the unit's `loss[unit]`.
 ///
 /// `queries` is `Q` row-major (`row_vectors` vectors per query); the table row is
 /// `first + rows[i]`; `grads` holds the block's `block_rows` rows panel by panel, `panel`
@@ -29,6 +30,7 @@ pub fn label_corrections<F: Float, N: Size>(
     panel: u32,
     labels_per_unit: u32,
     scale: f32,
+    #[comptime] correct: bool,
 ) {
     let w = row_vectors as usize;
     let panel = panel as usize;
@@ -44,7 +46,9 @@ pub fn label_corrections<F: Float, N: Size>(
             let row = (first as usize + e) * w;
             acc += queries[b * w + v] * Vector::<f32, N>::cast_from(table[row + v]);
         }
-        grads[((b / panel) * block_rows as usize + e) * panel + b % panel] -= scale * y;
+        if comptime!(correct) {
+            grads[((b / panel) * block_rows as usize + e) * panel + b % panel] -= scale * y;
+        }
         total -= y * lane_sum::<N>(acc);
     }
     loss[ABSOLUTE_POS] = total;

@@ -12,7 +12,7 @@
 //! | [`adversarial::adversarial_grad()`] | `G = scale·exp(αS − lse)·σ(S)` in place (self-adversarial) | queries |
 //! | [`labels::label_corrections()`] | `G[e, b] −= scale·y`, loss `−y·s` for each label | dim |
 //! | [`table_grad::dense_table_grad()`] | `∂W = G·Q` | dim |
-//! | [`query_grad::dense_query_grad()`] | `∂Q = Gᵀ·W` | dim |
+//! | [`query_grad::dense_query_grad()`] | `∂Q = Gᵀ·W` (on the `cpu` runtime, with the softmax gradient and its label corrections made in place first) | queries |
 //! | [`count::count_better()`] | per query, entities scoring above / equal to the truth | queries |
 //!
 //! Scores and their gradients are laid out row-major by *table row*, each row padded to whole

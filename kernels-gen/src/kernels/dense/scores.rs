@@ -3,9 +3,10 @@
 
 use cubecl::prelude::*;
 
-use super::tile::{
-    MINUS_HUGE, Tile, flush_tiny, lane_exp, lane_mask, lane_max, ln_from_1, recip_1_2,
-};
+use super::tile::{MINUS_HUGE, Tile, lane_exp, lane_exp_above, lane_max, ln_from_1, recip_1_2};
+
+/// The binary cross-entropy's exponent floor: `exp(−|s|)` is taken of `max(−|s|, −30)`.
+const BCE_FLOOR: f32 = -30.0;
 
 /// What [`dense_scores()`] does with a tile of scores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -14,8 +15,9 @@ pub enum ScoreEpilogue {
     Scores,
     /// Binary cross-entropy on the logits against target `off` everywhere: store
     /// `scale · (σ(s) − off)` (junk in the padding lanes, which nothing reads) and add
-    /// `softplus(s) − off · s` to the unit's loss lanes (`stats[unit]`). The targets of the true entities are corrected afterwards
-    /// ([`super::labels::label_corrections()`]).
+    /// `softplus(s) − off · s` to the unit's loss lanes (`stats[unit]`) — and `ln 2` for each
+    /// row and padding lane, which `DenseKernels::bce_loss` takes off. The targets of the true
+    /// entities are corrected afterwards ([`super::labels::label_corrections()`]).
     BinaryCrossEntropy,
     /// Store the scores and keep, per query and row group, the running maximum, the sum of
     /// `exp(s − max)` and the sum of `s` over the group's rows (`stats[(group · 3 + j) · padded
@@ -139,33 +141,35 @@ pub fn dense_scores<F: Float, N: Size>(
                 }
 
                 if comptime!(epilogue == ScoreEpilogue::BinaryCrossEntropy) {
-                    // With a = |s| and e = exp(−a) in (0, 1]: σ(s) = 1/(1+e) for s ≥ 0, e/(1+e)
-                    // below; softplus(s) − off·s = (½ − off)·s + ½·a + ln(1 + e). Stable for
-                    // any |s|; gradients below 10⁻³⁰ become 0 (`flush_tiny`). The logarithms
-                    // of a column of the tile are one logarithm of the product of its (1 + e),
-                    // at most 2^rows. Padding lanes add 0 to the loss.
+                    // With a = |s| and e = exp(−a): σ(s) = 1/(1+e) for s ≥ 0, e/(1+e) below;
+                    // softplus(s) − off·s = (½ − off)·s + ½·a + ln(1 + e). The exponent is held
+                    // at −`BCE_FLOOR` or above: a score beyond ±30 is off by at most e⁻³⁰ ≈
+                    // 10⁻¹³ in σ and in the loss, and no gradient is small enough to make a
+                    // subnormal product. The logarithms of the tile are one logarithm of the
+                    // product of its (1 + e), at most 2^(rows · vectors). Padding lanes (zero
+                    // queries, s = 0) add ln 2 a row, which the host takes off
+                    // (`DenseKernels::bce_loss`).
+                    let mut linear = zero;
+                    let mut product = one;
                     #[unroll]
                     for v in 0..tv {
-                        let mut linear = zero;
-                        let mut product = one;
                         #[unroll]
                         for r in 0..tr {
                             if e0 + r < end {
                                 let s = acc[r * tv + v];
                                 let a = Vector::abs(s);
-                                let e = lane_exp::<N>(zero - a, polynomial_exp);
+                                let e = lane_exp_above::<N>(zero - a, BCE_FLOOR, polynomial_exp);
                                 let one_e = one + e;
                                 let inv = recip_1_2::<N>(one_e);
                                 let sigmoid = select_many(s.greater_equal(&zero), inv, e * inv);
                                 out[(p * n_rows + e0 + r) * tv + v] =
-                                    flush_tiny::<N>(fma(sigmoid, scale_v, minus_off_scaled));
+                                    fma(sigmoid, scale_v, minus_off_scaled);
                                 linear = fma(s, half_minus_off, fma(a, half, linear));
                                 product *= one_e;
                             }
                         }
-                        let column = linear + ln_from_1::<N>(product);
-                        loss = fma(column, lane_mask::<N>(p * tv + v, queries), loss);
                     }
+                    loss += linear + ln_from_1::<N>(product);
                 } else {
                     #[unroll]
                     for r in 0..tr {

@@ -84,7 +84,13 @@ pub fn recip_1_2<N: Size>(x: Vector<f32, N>) -> Vector<f32, N> {
 /// relative error ≤ 7.5·10⁻⁸; ≤ 2·10⁻⁷ over the whole range in `f32`).
 #[cube]
 pub fn exp_lanes<N: Size>(x: Vector<f32, N>) -> Vector<f32, N> {
-    let x = lane_max::<N>(x, Vector::new(-87.0f32));
+    exp_lanes_above::<N>(x, -87.0f32)
+}
+
+/// [`exp_lanes()`] of `max(x, floor)`, for `floor ≥ −87`: the same operations.
+#[cube]
+pub fn exp_lanes_above<N: Size>(x: Vector<f32, N>, #[comptime] floor: f32) -> Vector<f32, N> {
+    let x = lane_max::<N>(x, Vector::new(floor));
     let t = fma(x, Vector::new(LOG2_E), Vector::new(ROUNDING));
     let k = t - Vector::new(ROUNDING);
     let r = fma(k, Vector::new(-LN2_HIGH), x);
@@ -107,6 +113,20 @@ pub fn lane_exp<N: Size>(x: Vector<f32, N>, #[comptime] polynomial: bool) -> Vec
         exp_lanes::<N>(x)
     } else {
         Vector::exp(x)
+    }
+}
+
+/// `exp(max(x, floor))` in lanes, as [`lane_exp()`] chooses.
+#[cube]
+pub fn lane_exp_above<N: Size>(
+    x: Vector<f32, N>,
+    #[comptime] floor: f32,
+    #[comptime] polynomial: bool,
+) -> Vector<f32, N> {
+    if comptime!(polynomial) {
+        exp_lanes_above::<N>(x, floor)
+    } else {
+        Vector::exp(lane_max::<N>(x, Vector::new(floor)))
     }
 }
 
