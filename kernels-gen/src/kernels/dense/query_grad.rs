@@ -24,10 +24,10 @@ use crate::kernels::update::lane_iota;
 ///
 /// With `softmax`, `grads` holds the block's *scores*, and each unit first turns a chunk of its
 /// panel into the softmax cross-entropy's gradient in place — `scale · (exp(s − lse) − off)`
-/// with `lse` a value per query, as [`super::softmax::softmax_grad()`] computes it — less
-/// `scale · y` of the chunk's labels (`label_rows`, `label_queries`, `label_excess`, sorted by
-/// row; chunk `c`'s are `chunk_starts[c]..chunk_starts[c + 1]` while `c + 1 <
-/// chunk_starts.len()`). The gradient is made where it is first read, with no pass of its own;
+/// with `lse` a value per query, as
+/// [`crate::kernels::dense::softmax::softmax_grad()`] computes it — less `scale · y` of the
+/// chunk's labels (`label_rows`, `label_queries`, `label_excess`, sorted by row; chunk `c`'s
+/// are `chunk_starts[c]..chunk_starts[c + 1]` while `c + 1 < chunk_starts.len()`). The gradient is made where it is first read, with no pass of its own;
 /// the table gradient reads it afterwards. Needs every coordinate of a panel in one unit.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
