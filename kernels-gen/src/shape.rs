@@ -18,6 +18,15 @@ pub fn is_cpu_runtime(client: &Client) -> bool {
     client.properties().hardware.num_cpu_cores.is_some()
 }
 
+/// The CPU cores of the CubeCL `cpu` runtime; `None` on other runtimes.
+pub fn cpu_cores(client: &Client) -> Option<usize> {
+    client
+        .properties()
+        .hardware
+        .num_cpu_cores
+        .map(|c| (c as usize).max(1))
+}
+
 /// A launch over `rows` rows: `cube_count × cube_dim` units, each owning `rows_per_unit` rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaunchShape {

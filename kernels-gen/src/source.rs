@@ -290,6 +290,7 @@ pub fn dense_sources(
         (),
         (),
         (),
+        (),
         SNAPSHOT_VECTOR,
         tiles.table_grad,
     );
