@@ -223,8 +223,14 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let width = self.dense_width();
         let client = self.kernels.client().clone();
 
-        // This rank's queries, then everyone's.
-        let inputs = self.query_inputs(heads, relations, offset)?;
+        // This rank's queries, then everyone's; with the positives scored apart, their rows are
+        // looked up with the heads.
+        let (positive_owners, positive_ids) = if apart {
+            labels.distinct()
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let (inputs, positive_rows) = self.query_inputs(heads, relations, offset, &positive_ids)?;
         let DenseQueries {
             rows: q,
             offset_grads,
@@ -241,18 +247,14 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         for part in self.comm.all_gather(&to_bytes(&labels.encode()))? {
             labels_all.extend_encoded(&from_bytes::<u32>(&part));
         }
-        // The positives scored apart, and their rows as looked up.
-        let (positives, positive_rows) = if apart {
-            let (owners, ids) = labels.distinct();
-            let rows = self.entities.lookup(&ids)?;
+        // The positives scored apart.
+        let positives = apart.then(|| {
             let scored = match self.augmented {
-                Some(form) => form.rows(&rows),
-                None => rows.clone(),
+                Some(form) => form.rows(&positive_rows),
+                None => positive_rows.clone(),
             };
-            (Some(Positives::new(owners, ids, scored, &q, width)), rows)
-        } else {
-            (None, Vec::new())
-        };
+            Positives::new(positive_owners, positive_ids, scored, &q, width)
+        });
 
         // Every query against this rank's candidates, in blocks of rows.
         let partition = self.entities.partition().clone();
@@ -517,25 +519,36 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
     }
 
     /// What the query kernel reads for this rank's queries: the head rows, and the relation
-    /// rows — with dropout, masked copies (one relation row per query) and the masks.
+    /// rows — with dropout, masked copies (one relation row per query) and the masks. The rows
+    /// of `also` are looked up in the same call (one exchange; an entity among both heads and
+    /// `also` travels once) and returned beside.
     fn query_inputs(
         &self,
         heads: &[u32],
         relations: &[u32],
         offset: usize,
-    ) -> Result<QueryInputs, ShardError> {
+        also: &[u32],
+    ) -> Result<(QueryInputs, Vec<f32>), ShardError> {
         let n = heads.len();
         let dim = self.spec.settings.dim;
-        let head_rows = self.entities.lookup(heads)?;
+        let (head_rows, also_rows) = if also.is_empty() {
+            (self.entities.lookup(heads)?, Vec::new())
+        } else {
+            let ids: Vec<u32> = heads.iter().chain(also).copied().collect();
+            let mut rows = self.entities.lookup(&ids)?;
+            let also_rows = rows.split_off(n * dim);
+            (rows, also_rows)
+        };
         let (p_head, p_relation) = self.dropout;
         if p_head == 0.0 && p_relation == 0.0 {
-            return Ok(QueryInputs {
+            let inputs = QueryInputs {
                 head_rows_fed: head_rows.clone(),
                 head_rows,
                 relation_rows: self.relation_rows(),
                 relation_index: relations.to_vec(),
                 masks: None,
-            });
+            };
+            return Ok((inputs, also_rows));
         }
         let (seed, step) = (self.spec.seed, self.entities.step());
         let head_mask = Masks::new(p_head, seed, step, DropoutSide::Head, offset, n, dim);
@@ -552,13 +565,14 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         head_mask.apply(&mut head_rows_fed);
         let mut rows = self.relations.gather(relations)?;
         relation_mask.apply(&mut rows);
-        Ok(QueryInputs {
+        let inputs = QueryInputs {
             head_rows,
             head_rows_fed,
             relation_rows: self.kernels.upload_f32(rows),
             relation_index: (0..n as u32).collect(),
             masks: Some((head_mask, relation_mask)),
-        })
+        };
+        Ok((inputs, also_rows))
     }
 
     /// Applies the step: `dq` (this rank's queries' gradient) goes back through the query —

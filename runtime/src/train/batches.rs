@@ -81,6 +81,17 @@ impl QuerySet {
     }
 }
 
+/// A permutation of `0..n` (`n` even) that keeps `2k` and `2k + 1` side by side, the pairs in
+/// [`shuffled`] order: a 1vsAll query set's two queries of each triple
+/// ([`QuerySet::one_vs_all`]) land in the same batch (for an even batch size).
+pub fn shuffled_pairs(n: usize, seed: u64, epoch: usize) -> Vec<u32> {
+    debug_assert!(n.is_multiple_of(2), "pairs of queries");
+    shuffled(n / 2, seed, epoch)
+        .into_iter()
+        .flat_map(|k| [2 * k, 2 * k + 1])
+        .collect()
+}
+
 /// A permutation of `0..n` for `epoch`, the same on every rank (Fisher–Yates over SplitMix64).
 pub fn shuffled(n: usize, seed: u64, epoch: usize) -> Vec<u32> {
     let mut order: Vec<u32> = (0..n as u32).collect();
@@ -308,6 +319,20 @@ mod tests {
                 (0, 3, vec![2]),
             ]
         );
+    }
+
+    #[test]
+    fn paired_shuffles_keep_each_triples_two_queries_together() {
+        let order = shuffled_pairs(200, 7, 3);
+        assert_eq!(order, shuffled_pairs(200, 7, 3));
+        for pair in order.chunks(2) {
+            assert!(pair[0] % 2 == 0 && pair[1] == pair[0] + 1, "{pair:?}");
+        }
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..200).collect::<Vec<u32>>());
+        let firsts: Vec<u32> = order.iter().step_by(2).map(|&q| q / 2).collect();
+        assert_eq!(firsts, shuffled(100, 7, 3), "the pairs in shuffled order");
     }
 
     #[test]

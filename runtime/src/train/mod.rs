@@ -5,7 +5,10 @@
 pub mod batches;
 pub mod eval;
 
-use batches::{DegreeSampler, NegativeBatch, QuerySet, batches, share, shared_negatives, shuffled};
+use batches::{
+    DegreeSampler, NegativeBatch, QuerySet, batches, share, shared_negatives, shuffled,
+    shuffled_pairs,
+};
 pub use eval::{Filters, Metrics, Protocol, evaluate};
 
 use crate::data::{DataError, Dataset, Split, Triple};
@@ -387,7 +390,17 @@ impl<'d> Trainer<'d> {
                     }
                 }
             };
-            let order = shuffled(of_block.len(), block_seed(c.seed, b as usize), epoch);
+            // Shared negatives take each triple's two 1vsAll queries in one batch: their heads
+            // and true tails are the same two entities, looked up and updated once (as
+            // PyTorch-BigGraph scores an edge's head and tail corruptions together).
+            let paired =
+                c.mode == Mode::OneVsAll && matches!(c.negatives, Negatives::Shared { .. });
+            let seed = block_seed(c.seed, b as usize);
+            let order = if paired {
+                shuffled_pairs(of_block.len(), seed, epoch)
+            } else {
+                shuffled(of_block.len(), seed, epoch)
+            };
             for range in batches(order.len(), c.batch_size) {
                 let global = &order[range];
                 let mine = &global[share(global.len(), rank, world)];
