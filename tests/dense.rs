@@ -1,7 +1,7 @@
 //! The dense products and losses against `f64` host math on every runtime and dtype it stores
 //! (`tests/dense_suite.rs`).
 
-use rowshard_kernels::{Backend, DType, DenseKernels, KernelError};
+use rowshard_kernels::{Backend, DType};
 use rowshard_tests::dense_suite::check_dense;
 
 #[cfg(feature = "cpu")]
@@ -37,6 +37,7 @@ fn dense_products_and_losses_on_wgpu_f16() {
 #[cfg(feature = "wgpu")]
 #[test]
 fn dense_kernels_refuse_bf16_on_wgpu_with_a_typed_error() {
+    use rowshard_kernels::{DenseKernels, KernelError};
     let client = Backend::Wgpu.client().unwrap();
     let err = DenseKernels::new(&client, DType::BF16, 8).unwrap_err();
     assert!(
