@@ -15,7 +15,7 @@ pub const GPU_UNITS: u32 = 256;
 
 /// Whether a client is the CubeCL `cpu` runtime (it reports CPU cores).
 pub fn is_cpu_runtime(client: &Client) -> bool {
-    client.properties().hardware.num_cpu_cores.is_some()
+    cpu_cores(client).is_some()
 }
 
 /// The CPU cores of the CubeCL `cpu` runtime; `None` on other runtimes.

@@ -14,7 +14,7 @@ use rowshard::init::SplitMix64;
 use rowshard::model::{ModelDefaults, ModelSpec, ScoringFunction};
 use rowshard::models::{ComplEx, DistMult};
 use rowshard::train::batches::{
-    NegativeBatch, QuerySet, batches, share, shared_negatives, shuffled, shuffled_pairs,
+    NegativeBatch, QuerySet, batches, share, shared_negatives, shuffled,
 };
 use rowshard::train::{Mode, Negatives};
 use rowshard::{EntityLoss, IdLists, ShardedModel, TrainBatch};
@@ -113,11 +113,7 @@ fn run_model<S: ScoringFunction + ModelDefaults>(
         Mode::NegSample { .. } => None,
     };
     let examples = kvsall.as_ref().map_or(data.train.len(), |s| s.len());
-    // As training orders them: shared negatives take each triple's two 1vsAll queries together.
-    let order = match (case.mode, case.negatives) {
-        (Mode::OneVsAll, Negatives::Shared { .. }) => shuffled_pairs(examples, 1, 0),
-        _ => shuffled(examples, 1, 0),
-    };
+    let order = case.negatives.order(case.mode, examples, 1, 0);
     let global: Vec<_> = batches(order.len(), case.batch)
         .take(case.steps + 1)
         .collect();

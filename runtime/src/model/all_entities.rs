@@ -531,14 +531,9 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
     ) -> Result<(QueryInputs, Vec<f32>), ShardError> {
         let n = heads.len();
         let dim = self.spec.settings.dim;
-        let (head_rows, also_rows) = if also.is_empty() {
-            (self.entities.lookup(heads)?, Vec::new())
-        } else {
-            let ids: Vec<u32> = heads.iter().chain(also).copied().collect();
-            let mut rows = self.entities.lookup(&ids)?;
-            let also_rows = rows.split_off(n * dim);
-            (rows, also_rows)
-        };
+        let ids: Vec<u32> = heads.iter().chain(also).copied().collect();
+        let mut head_rows = self.entities.lookup(&ids)?;
+        let also_rows = head_rows.split_off(n * dim);
         let (p_head, p_relation) = self.dropout;
         if p_head == 0.0 && p_relation == 0.0 {
             let inputs = QueryInputs {

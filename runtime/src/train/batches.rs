@@ -81,15 +81,18 @@ impl QuerySet {
     }
 }
 
-/// A permutation of `0..n` (`n` even) that keeps `2k` and `2k + 1` side by side, the pairs in
-/// [`shuffled`] order: a 1vsAll query set's two queries of each triple
+/// A permutation of `0..n` that keeps `2k` and `2k + 1` side by side, the pairs in [`shuffled`]
+/// order (an odd `n`'s last index last): a 1vsAll query set's two queries of each triple
 /// ([`QuerySet::one_vs_all`]) land in the same batch (for an even batch size).
 pub fn shuffled_pairs(n: usize, seed: u64, epoch: usize) -> Vec<u32> {
-    debug_assert!(n.is_multiple_of(2), "pairs of queries");
-    shuffled(n / 2, seed, epoch)
+    let mut order: Vec<u32> = shuffled(n / 2, seed, epoch)
         .into_iter()
         .flat_map(|k| [2 * k, 2 * k + 1])
-        .collect()
+        .collect();
+    if !n.is_multiple_of(2) {
+        order.push(n as u32 - 1);
+    }
+    order
 }
 
 /// A permutation of `0..n` for `epoch`, the same on every rank (Fisher–Yates over SplitMix64).
@@ -333,6 +336,12 @@ mod tests {
         assert_eq!(sorted, (0..200).collect::<Vec<u32>>());
         let firsts: Vec<u32> = order.iter().step_by(2).map(|&q| q / 2).collect();
         assert_eq!(firsts, shuffled(100, 7, 3), "the pairs in shuffled order");
+        let odd = shuffled_pairs(7, 7, 3);
+        assert_eq!(
+            (odd.len(), odd[6]),
+            (7, 6),
+            "an odd count's last index last"
+        );
     }
 
     #[test]

@@ -108,6 +108,18 @@ pub enum Negatives {
 }
 
 impl Negatives {
+    /// The order of an epoch's (or a streamed block's) `n` examples for `mode`: shuffled from
+    /// the seed and the epoch; with shared negatives in 1vsAll, each triple's two queries side
+    /// by side ([`batches::shuffled_pairs`]) — their heads and true tails are the same two entities,
+    /// looked up and updated once (as PyTorch-BigGraph scores an edge's head and tail
+    /// corruptions together).
+    pub fn order(self, mode: Mode, n: usize, seed: u64, epoch: usize) -> Vec<u32> {
+        match (mode, self) {
+            (Mode::OneVsAll, Negatives::Shared { .. }) => shuffled_pairs(n, seed, epoch),
+            _ => shuffled(n, seed, epoch),
+        }
+    }
+
     /// `count` uniform shared negatives per step, and with `batch` the batch's true tails.
     pub fn uniform(count: usize, batch: bool) -> Self {
         Negatives::Shared {
@@ -390,17 +402,8 @@ impl<'d> Trainer<'d> {
                     }
                 }
             };
-            // Shared negatives take each triple's two 1vsAll queries in one batch: their heads
-            // and true tails are the same two entities, looked up and updated once (as
-            // PyTorch-BigGraph scores an edge's head and tail corruptions together).
-            let paired =
-                c.mode == Mode::OneVsAll && matches!(c.negatives, Negatives::Shared { .. });
             let seed = block_seed(c.seed, b as usize);
-            let order = if paired {
-                shuffled_pairs(of_block.len(), seed, epoch)
-            } else {
-                shuffled(of_block.len(), seed, epoch)
-            };
+            let order = c.negatives.order(c.mode, of_block.len(), seed, epoch);
             for range in batches(order.len(), c.batch_size) {
                 let global = &order[range];
                 let mine = &global[share(global.len(), rank, world)];
