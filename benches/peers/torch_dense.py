@@ -1,6 +1,7 @@
 """torch's f32 matmul at the dense shapes `rowshard bench-kernels` measures, with and without losses.
 
-For each shape (queries B x table rows E x dim D, one rank's shard) it times, median of --repeats:
+For each shape (queries B x table rows E x dim D: one rank's shard, or FB15k-237's whole table
+on one rank) it times, median of --repeats:
   scores            S = Q @ W.T                      (B x D) @ (D x E)
   table gradient    dW = G.T @ Q                     (E x B) @ (B x D)
   query gradient    dQ = G @ W                       (B x E) @ (E x D)
@@ -26,8 +27,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 torch.set_num_threads(opts.threads)
-SHAPES = [("FB15k-237 shard", 1024, 7253, 128), ("FB15k-237 shard", 1024, 7253, 256),
-          ("UMLS shard", 512, 68, 32)]
+SHAPES = [("FB15k-237 shard", 1024, 7253, 128), ("FB15k-237 whole", 1024, 14505, 128),
+          ("FB15k-237 shard", 1024, 7253, 256), ("UMLS shard", 512, 68, 32)]
 
 
 def median_time(f, repeats):

@@ -1,6 +1,7 @@
 //! The dense products alone — scores, table gradient, query gradient — with and without their
 //! losses, at the shapes training and evaluation run them: one rank's shard of FB15k-237 (1,024
-//! queries × 7,253 rows, dim 128 and 256) and of UMLS. Reported as GFLOP/s (2 · dim flops per
+//! queries × 7,253 rows, dim 128 and 256), the whole of it on one rank (14,505 rows: twice the
+//! table, which no longer fits the cores' second-level caches), and UMLS's shard. Reported as GFLOP/s (2 · dim flops per
 //! query–row pair and product), for comparison with torch's f32 matmul at the same shapes
 //! (`benches/peers/torch_dense.py`).
 
@@ -26,11 +27,17 @@ pub struct DenseShape {
 }
 
 /// The shapes `rowshard bench-kernels` measures.
-pub const SHAPES: [DenseShape; 3] = [
+pub const SHAPES: [DenseShape; 4] = [
     DenseShape {
         label: "FB15k-237 shard",
         queries: 1024,
         rows: 7253,
+        dim: 128,
+    },
+    DenseShape {
+        label: "FB15k-237 whole",
+        queries: 1024,
+        rows: 14505,
         dim: 128,
     },
     DenseShape {
