@@ -18,6 +18,11 @@ use crate::kernels::dense::{ScoreEpilogue, Tile};
 use crate::shape::{CPU_UNITS, GPU_UNITS, cpu_cores, is_cpu_runtime, vector_size};
 use crate::{DType, KernelError, with_dtype};
 
+/// Rows of the second warm-up block on the `cpu` runtime (see `DenseKernels::warm_up`): 64 a
+/// unit, enough whole tiles for every unit and, with two panels of queries, a block whose
+/// gradients outgrow the caches as a shard's do (`rows × queries ≥ 2¹⁸`).
+const WARM_UP_ROWS: usize = 64 * CPU_UNITS as usize;
+
 /// The tiles and chunking of the dense kernels on one runtime.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DenseTiles {
@@ -294,37 +299,51 @@ impl DenseKernels {
         Ok(set)
     }
 
-    /// Runs every kernel once on one query and one row.
+    /// Runs every kernel once on one query and one row and, on the `cpu` runtime, once more on
+    /// a block of [`WARM_UP_ROWS`] rows and two panels of queries: the `cpu` runtime compiles a
+    /// kernel anew for each launch shape (a cube's units along `x` and `y`, which depend on how
+    /// many groups of rows and ranges of panels a block splits into), and a block of this size
+    /// splits like a training shard, so the first training step compiles nothing (it compiled
+    /// a third of a second's kernels on FB15k-237 before).
     fn warm_up(&self) -> Result<(), KernelError> {
+        self.run_each(1, 1)?;
+        if is_cpu_runtime(&self.client) {
+            self.run_each(WARM_UP_ROWS, 2 * self.tiles.scores.vectors * self.lanes)?;
+        }
+        Ok(())
+    }
+
+    /// Runs every kernel once on `n` queries against `rows` rows.
+    fn run_each(&self, rows: usize, n: usize) -> Result<(), KernelError> {
         let dim = self.dim;
-        let queries = self.upload_queries(&vec![0.5; dim], 1);
-        let table = self
-            .client
-            .create(Bytes::from_bytes_vec(self.dtype.encode(&vec![0.5; dim])));
+        let queries = self.upload_queries(&vec![0.5; n * dim], n);
+        let table = self.client.create(Bytes::from_bytes_vec(
+            self.dtype.encode(&vec![0.5; rows * dim]),
+        ));
         let block = TableBlock {
             table: &table,
-            table_len: dim,
+            table_len: rows * dim,
             first: 0,
-            rows: 1,
+            rows,
         };
-        let out = self.score_buffer(1, &queries);
+        let out = self.score_buffer(rows, &queries);
         for epilogue in [
             ScoreEpilogue::Scores,
             ScoreEpilogue::BinaryCrossEntropy,
             ScoreEpilogue::SoftmaxStats,
         ] {
-            let stats = self.stats_buffer(epilogue, 1, &queries);
+            let stats = self.stats_buffer(epilogue, rows, &queries);
             self.scores(&queries, &block, &out, &stats, epilogue, 1.0, 0.0);
         }
         let lse = self.upload(vec![0.0f32; queries.padded]);
-        let loss = self.adversarial_loss_buffer(1, &queries);
-        self.adversarial_grad(&out, 1, &queries, &lse, &loss, 1.0, 1.0);
-        self.softmax_grad(&out, 1, &queries, &lse, 1.0, 0.0);
+        let loss = self.adversarial_loss_buffer(rows, &queries);
+        self.adversarial_grad(&out, rows, &queries, &lse, &loss, 1.0, 1.0);
+        self.softmax_grad(&out, rows, &queries, &lse, 1.0, 0.0);
         let labels = self.upload_labels(&[0], &[0], &[1.0]);
         let loss = self.label_loss_buffer(&labels);
         self.label_corrections(&queries, &block, &out, &labels, &loss, 1.0);
         self.label_loss(&queries, &block, &labels, &loss);
-        let dw = self.client.empty(dim * 4);
+        let dw = self.client.empty(rows * dim * 4);
         self.table_grad(&queries, &block, &out, &dw);
         let dq = self.query_grad_buffer(&queries);
         self.query_grad(&out, &block, &queries, &dq, false);
@@ -336,8 +355,8 @@ impl DenseKernels {
             };
             self.softmax_query_grad(&out, &block, &queries, &dq, false, &softmax, &labels);
         }
-        let counts = self.count_buffer(1, &queries);
-        self.count_better(&out, 1, &queries, &lse, &counts);
+        let counts = self.count_buffer(rows, &queries);
+        self.count_better(&out, rows, &queries, &lse, &counts);
         crate::wait::read_one(&self.client, counts)?;
         crate::wait::read_one(&self.client, dq)?;
         Ok(())

@@ -11,7 +11,7 @@ use crate::element::runtime_error;
 use crate::kernels::{
     apply::fused_apply, copy::copy_rows, gather::gather_rows, update::UpdateRule,
 };
-use crate::shape::{LaunchShape, vector_size};
+use crate::shape::{CPU_UNITS, LaunchShape, vector_size};
 use crate::{DType, KernelError, TableConfig, with_dtype};
 
 /// The buffers of one table on a device: weights, and the optimizer's state buffers (one-vector
@@ -79,31 +79,34 @@ impl KernelSet {
     }
 
     fn warm_up(&self) -> Result<(), KernelError> {
-        let buffers = self.allocate(1, &vec![0.0; self.config.dim])?;
-        let rows = self.client.create(Bytes::from_elems(vec![0u32]));
-        let out = self
-            .client
-            .empty(self.config.dim * self.config.weight_dtype.size());
-        self.gather(&buffers, &rows, 1, &out);
-        let step = DeviceStep {
-            rows: self.client.create(Bytes::from_elems(vec![0u32])),
-            offsets: self.client.create(Bytes::from_elems(vec![0u32, 1])),
-            order: self.client.create(Bytes::from_elems(vec![0u32])),
-            grads: self
-                .client
-                .create(Bytes::from_elems(vec![0.0f32; self.config.dim])),
-            params: self.client.create(Bytes::from_elems(vec![
-                0.0f32;
-                crate::kernels::update::PARAM_LEN
-            ])),
-            unique: 1,
-            inputs: 1,
-        };
-        self.apply(&buffers, &step, 0, 1);
-        self.client
-            .read_one(buffers.weights)
-            .map_err(runtime_error)?;
-        self.client.read_one(out).map_err(runtime_error)?;
+        // One row, and as many as a launch has units on the `cpu` runtime: the launch shapes of
+        // a single row and of any batch (see `LaunchShape::for_rows`).
+        for n in [1, CPU_UNITS as usize] {
+            let dim = self.config.dim;
+            let ids: Vec<u32> = (0..n as u32).collect();
+            let buffers = self.allocate(n, &vec![0.0; n * dim])?;
+            let rows = self.client.create(Bytes::from_elems(ids.clone()));
+            let out = self.client.empty(n * dim * self.config.weight_dtype.size());
+            self.gather(&buffers, &rows, n, &out);
+            let offsets: Vec<u32> = (0..=n as u32).collect();
+            let step = DeviceStep {
+                rows: self.client.create(Bytes::from_elems(ids.clone())),
+                offsets: self.client.create(Bytes::from_elems(offsets)),
+                order: self.client.create(Bytes::from_elems(ids)),
+                grads: self.client.create(Bytes::from_elems(vec![0.0f32; n * dim])),
+                params: self.client.create(Bytes::from_elems(vec![
+                    0.0f32;
+                    crate::kernels::update::PARAM_LEN
+                ])),
+                unique: n,
+                inputs: n,
+            };
+            self.apply(&buffers, &step, 0, 1);
+            self.client
+                .read_one(buffers.weights)
+                .map_err(runtime_error)?;
+            self.client.read_one(out).map_err(runtime_error)?;
+        }
         Ok(())
     }
 

@@ -43,7 +43,10 @@ impl LaunchShape {
     pub fn for_rows(client: &Client, rows: usize) -> Self {
         let rows = rows.max(1) as u64;
         if is_cpu_runtime(client) {
-            let units = (CPU_UNITS as u64).min(rows);
+            // A power of two: the runtime compiles a kernel anew for each cube shape, so at most
+            // six shapes a kernel (the warm-ups make the smallest and the largest), where a
+            // shape per row count compiled again at the first steps of training.
+            let units = (CPU_UNITS as u64).min(rows).next_power_of_two();
             return Self {
                 cube_count: 1,
                 cube_dim: units as u32,

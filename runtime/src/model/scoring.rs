@@ -11,7 +11,7 @@ use cubecl::ir::DeviceProperties;
 use cubecl::prelude::{Client, KernelDefinition, KernelSettings};
 use cubecl::server::Handle;
 use rowshard_kernels::element::runtime_error;
-use rowshard_kernels::shape::{LaunchShape, vector_size};
+use rowshard_kernels::shape::{CPU_UNITS, LaunchShape, vector_size};
 use rowshard_kernels::source::{self, Language};
 use rowshard_kernels::{DType, KernelError};
 
@@ -195,15 +195,20 @@ impl<S: ScoringFunction> ScoreKernels<S> {
         let start = Instant::now();
         let ent = kernels.upload_rows(&vec![0.5; dim], entity_dtype);
         let rel = kernels.upload_rows(&vec![0.5; kernels.relation_dim], relation_dtype);
-        let triples = kernels.upload_triples(&[0], &[0], &[0]);
-        let scores = kernels.forward(&ent, &rel, &triples);
-        let upstream = client.create(Bytes::from_elems(vec![1.0f32]));
-        let grads = kernels.backward(&ent, &rel, &triples, &upstream);
-        if S::TAIL_LINEAR.is_ok() {
-            kernels.query(&ent, &rel, &triples)?;
+        // One triple, and as many as a launch has units on the `cpu` runtime: the launch shapes
+        // of a single triple and of any batch (see `LaunchShape::for_rows`).
+        for n in [1, CPU_UNITS as usize] {
+            let zeros = vec![0u32; n];
+            let triples = kernels.upload_triples(&zeros, &zeros, &zeros);
+            let scores = kernels.forward(&ent, &rel, &triples);
+            let upstream = client.create(Bytes::from_elems(vec![1.0f32; n]));
+            let grads = kernels.backward(&ent, &rel, &triples, &upstream);
+            if S::TAIL_LINEAR.is_ok() {
+                kernels.query(&ent, &rel, &triples)?;
+            }
+            client.read_one(scores).map_err(runtime_error)?;
+            client.read_one(grads[2].clone()).map_err(runtime_error)?;
         }
-        client.read_one(scores).map_err(runtime_error)?;
-        client.read_one(grads[2].clone()).map_err(runtime_error)?;
         kernels.jit_time = start.elapsed();
         Ok(kernels)
     }
