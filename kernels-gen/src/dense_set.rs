@@ -50,7 +50,7 @@ impl DenseTiles {
                 vectors: 4,
             },
             table_grad: Tile {
-                rows: 4,
+                rows: 6,
                 vectors: v,
             },
             query_grad: Tile {
