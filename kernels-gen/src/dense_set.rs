@@ -754,10 +754,11 @@ impl DenseKernels {
             tile.rows,
             row_vectors.div_ceil(tile.vectors),
         );
-        // A query panel a pass where each unit has tiles enough to reuse it from the cache.
+        // Four query panels a pass where each unit has tiles enough to reuse them from the
+        // caches (see `dense_table_grad`).
         let query_panels = queries.count.div_ceil(queries.panel).max(1);
         let reuse = (split.per_unit as usize / tile.rows) * split.panels_per_unit as usize;
-        let pass_panels = if reuse >= 4 { 1 } else { query_panels };
+        let pass_panels = if reuse >= 4 { 4 } else { query_panels };
         // SAFETY: `grads` holds rows × padded values, `out` at least (first + rows) rows, and
         // each unit writes only its own rows' panels.
         unsafe {
