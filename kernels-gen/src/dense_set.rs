@@ -883,14 +883,13 @@ impl DenseKernels {
         // coordinates (the query gradient at dim 128 +15–20 %; docs/kernels.md).
         // The softmax made in place needs whole panels. GPUs split the coordinates too.
         let large = block.rows * padded >= 1 << 18;
-        let whole = softmax.is_some()
-            || (large && cpu_cores(&self.client).is_some_and(|cores| panels >= cores));
+        let cores = cpu_cores(&self.client);
+        let whole = softmax.is_some() || (large && cores.is_some_and(|cores| panels >= cores));
         let (split, coords_per_unit) = if whole {
             // Several panels a unit, so that each chunk of table rows serves them all from the
             // caches, with two units a core left to balance: 4 at FB15k-237's 16 panels on two
             // cores, +7–12 % over a panel a unit.
-            let units = 2 * cpu_cores(&self.client).unwrap_or(1);
-            let per_unit = (panels / units).max(1);
+            let per_unit = (panels / (2 * cores.unwrap_or(1))).max(1);
             (
                 Split::new(&self.client, panels, per_unit, 1),
                 self.dim as u32,

@@ -1,9 +1,9 @@
 //! The dense products alone — scores, table gradient, query gradient — with and without their
 //! losses, at the shapes training and evaluation run them: one rank's shard of FB15k-237 (1,024
-//! queries × 7,253 rows, dim 128 and 256), the whole of it on one rank (14,505 rows: twice the
-//! table, which no longer fits the cores' second-level caches), and UMLS's shard. Reported as GFLOP/s (2 · dim flops per
-//! query–row pair and product), for comparison with torch's f32 matmul at the same shapes
-//! (`benches/peers/torch_dense.py`).
+//! queries × 7,253 rows, dim 128 and 256), the whole of it on one rank (14,505 rows: a table the
+//! cores' second-level caches no longer hold), and UMLS's shard. Reported as GFLOP/s (2 · dim
+//! flops per query–row pair and product), for comparison with torch's f32 matmul at the same
+//! shapes (`benches/peers/torch_dense.py`).
 
 use std::time::{Duration, Instant};
 
