@@ -110,12 +110,31 @@ impl Split {
     /// are split only when there are too few items to keep the units busy); on GPUs a unit per
     /// tile and panel.
     pub fn new(client: &Client, items: usize, tile_rows: usize, panels: usize) -> Self {
+        Self::with_min_tiles(client, items, tile_rows, panels, 1)
+    }
+
+    /// [`Split::new`], where on the `cpu` runtime a group owns at least `min_tiles` tiles as
+    /// long as the panels keep [`CPU_UNITS`] units busy: a block of few rows against many
+    /// panels (shared negatives: 256 rows × 32 panels) is then cut into squarer rectangles, and
+    /// each unit streams a few panels instead of all of them (and a score block leaves fewer
+    /// groups' statistics to combine).
+    pub fn with_min_tiles(
+        client: &Client,
+        items: usize,
+        tile_rows: usize,
+        panels: usize,
+        min_tiles: usize,
+    ) -> Self {
         let items = items.max(1);
         let panels = panels.max(1);
         let tiles = items.div_ceil(tile_rows);
         let cpu = is_cpu_runtime(client);
         let (per_unit, panels_per_unit) = if cpu {
-            let units = tiles.min(CPU_UNITS as usize);
+            let cap = CPU_UNITS as usize;
+            let units = tiles
+                .div_ceil(min_tiles.max(1))
+                .max(cap / panels)
+                .clamp(1, tiles.min(cap));
             let per_unit = tiles.div_ceil(units) * tile_rows;
             let groups = items.div_ceil(per_unit);
             let panel_groups = (CPU_UNITS as usize / groups).clamp(1, panels);
@@ -425,7 +444,7 @@ impl DenseKernels {
 
     fn score_split(&self, rows: usize, queries: &DeviceQueries) -> Split {
         let panels = queries.padded / queries.panel;
-        Split::new(&self.client, rows, self.tiles.scores.rows, panels)
+        Split::with_min_tiles(&self.client, rows, self.tiles.scores.rows, panels, 8)
     }
 
     /// Values in the `stats` buffer of a [`DenseKernels::scores`] launch.

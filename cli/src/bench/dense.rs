@@ -27,7 +27,7 @@ pub struct DenseShape {
 }
 
 /// The shapes `rowshard bench-kernels` measures.
-pub const SHAPES: [DenseShape; 4] = [
+pub const SHAPES: [DenseShape; 5] = [
     DenseShape {
         label: "FB15k-237 shard",
         queries: 1024,
@@ -45,6 +45,12 @@ pub const SHAPES: [DenseShape; 4] = [
         queries: 1024,
         rows: 7253,
         dim: 256,
+    },
+    DenseShape {
+        label: "shared negatives",
+        queries: 2048,
+        rows: 256,
+        dim: 128,
     },
     DenseShape {
         label: "UMLS shard",
@@ -65,7 +71,9 @@ pub struct DenseFigure {
     pub what: &'static str,
     /// Dense products it contains (each 2 · dim flops per pair).
     pub products: usize,
-    /// Median time.
+    /// Launches queued per sync (1 for all but small shapes).
+    pub queued: usize,
+    /// Median time of one launch (of the chain).
     pub time: Duration,
 }
 
@@ -79,6 +87,12 @@ impl DenseFigure {
 
 /// One figure to time: what it is, how many products it counts, and the launches.
 type Case<'a> = (&'static str, usize, Box<dyn Fn() + 'a>);
+
+/// A case faster than this (seconds) is queued several times per sync.
+const QUEUED_TIME: f64 = 2e-3;
+
+/// At most this many launches of a case are queued per sync.
+const MAX_QUEUED: usize = 64;
 
 /// True entities per query in the benchmark's labels (FB15k-237 KvsAll: 3.7 on average).
 const LABELS_PER_QUERY: usize = 4;
@@ -230,6 +244,16 @@ fn measure(
     ];
     let mut cases = cases;
     if kernels.fuses_softmax() {
+        // The softmax gradient's own product: what the step runs after the scores and their
+        // statistics. Each round turns the previous round's gradient into a new one in place
+        // (finite: `lse` is 1 and the scale small), the same work as from scores.
+        cases.push((
+            "query gradient Gᵀ·W, the softmax gradient made in it",
+            1,
+            Box::new(|| {
+                kernels.softmax_query_grad(&out, &block, &q, &dq, false, &softmax, &labels);
+            }),
+        ));
         cases.push((
             "1vsAll step: softmax gradient made in the query gradient",
             3,
@@ -241,28 +265,43 @@ fn measure(
             }),
         ));
     }
+    // A case shorter than `QUEUED_TIME` is launched several times per sync, as training queues
+    // its launches: otherwise a small shape (UMLS) measures the launch-and-wait round trip of
+    // the runtime, not the kernels. Calibrated on an untimed round after the warm-up one.
+    let mut queued = vec![1usize; cases.len()];
+    for (i, (_, _, f)) in cases.iter().enumerate() {
+        f();
+        sync();
+        let start = Instant::now();
+        f();
+        sync();
+        let once = start.elapsed().as_secs_f64().max(1e-7);
+        queued[i] = ((QUEUED_TIME / once).ceil() as usize).clamp(1, MAX_QUEUED);
+    }
     // Rounds over every case, interleaved, so a slow spell of the machine hits them alike.
     let mut times = vec![Vec::with_capacity(repeats); cases.len()];
-    for round in 0..=repeats {
+    for _ in 0..repeats {
         for (i, (_, _, f)) in cases.iter().enumerate() {
             let start = Instant::now();
-            f();
-            sync();
-            if round > 0 {
-                times[i].push(start.elapsed());
+            for _ in 0..queued[i] {
+                f();
             }
+            sync();
+            times[i].push(start.elapsed() / queued[i] as u32);
         }
     }
     Ok(cases
         .iter()
         .zip(times)
-        .map(|((what, products, _), mut t)| {
+        .zip(queued)
+        .map(|(((what, products, _), mut t), queued)| {
             t.sort();
             DenseFigure {
                 shape,
                 dtype,
                 what,
                 products: *products,
+                queued,
                 time: t[t.len() / 2],
             }
         })
@@ -273,21 +312,23 @@ fn measure(
 pub fn print(backend: Backend, repeats: usize, figures: &[DenseFigure]) {
     println!(
         "\ndense products on the {backend} runtime (median of {repeats}; GFLOP/s count 2·dim \
-         flops per query-row pair and product; compare benches/peers/torch_dense.py)"
+         flops per query-row pair and product; compare benches/peers/torch_dense.py; \
+         `queued`: launches per sync, as training queues them, where one takes under 2 ms)"
     );
     println!(
-        "{:<16} {:>6} {:>6} {:>4} {:<5} {:<52} {:>9} {:>9}",
-        "shape", "queries", "rows", "dim", "dtype", "kernels", "ms", "GFLOP/s"
+        "{:<16} {:>6} {:>6} {:>4} {:<5} {:<56} {:>6} {:>9} {:>9}",
+        "shape", "queries", "rows", "dim", "dtype", "kernels", "queued", "ms", "GFLOP/s"
     );
     for f in figures {
         println!(
-            "{:<16} {:>6} {:>6} {:>4} {:<5} {:<52} {:>9.2} {:>9.1}",
+            "{:<16} {:>6} {:>6} {:>4} {:<5} {:<56} {:>6} {:>9.3} {:>9.1}",
             f.shape.label,
             f.shape.queries,
             f.shape.rows,
             f.shape.dim,
             f.dtype.name(),
             f.what,
+            f.queued,
             f.time.as_secs_f64() * 1e3,
             f.gflops()
         );
