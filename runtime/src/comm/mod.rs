@@ -75,14 +75,19 @@ pub trait Communicator {
     fn gather(&self, root: usize, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>, CommError>;
 
     /// Element-wise sum over ranks, in rank order, so every rank gets the same bits.
+    /// One rank leaves `data` as it is.
     fn all_reduce_sum(&self, data: &mut [f32]) -> Result<(), CommError> {
+        if self.world() == 1 {
+            return Ok(());
+        }
         let parts = self.all_gather(bytemuck::cast_slice(data))?;
         data.fill(0.0);
         for part in parts {
-            let values: Vec<f32> = bytemuck::pod_collect_to_vec(&part);
-            for (d, v) in data.iter_mut().zip(values) {
-                *d += v;
-            }
+            with_values(&part, |values: &[f32]| {
+                for (d, v) in data.iter_mut().zip(values) {
+                    *d += v;
+                }
+            });
         }
         Ok(())
     }
@@ -104,4 +109,29 @@ pub fn to_bytes<T: bytemuck::Pod>(values: &[T]) -> Vec<u8> {
 /// Decodes bytes received from a collective.
 pub fn from_bytes<T: bytemuck::Pod>(bytes: &[u8]) -> Vec<T> {
     bytemuck::pod_collect_to_vec(bytes)
+}
+
+/// Runs `f` on the values of bytes received from a collective: in place where the bytes are
+/// aligned for `T` (as the allocator returns them), else from a copy.
+pub fn with_values<T: bytemuck::Pod, R>(bytes: &[u8], f: impl FnOnce(&[T]) -> R) -> R {
+    match bytemuck::try_cast_slice(bytes) {
+        Ok(values) => f(values),
+        Err(_) => f(&from_bytes::<T>(bytes)),
+    }
+}
+
+/// Every rank's `values`, concatenated in rank order; one rank's own, moved.
+pub fn all_gather_values<T: bytemuck::Pod>(
+    comm: &dyn Communicator,
+    values: Vec<T>,
+) -> Result<Vec<T>, CommError> {
+    if comm.world() == 1 {
+        return Ok(values);
+    }
+    let parts = comm.all_gather(bytemuck::cast_slice(&values))?;
+    let mut all = Vec::with_capacity(parts.iter().map(Vec::len).sum::<usize>() / size_of::<T>());
+    for part in parts {
+        with_values(&part, |v: &[T]| all.extend_from_slice(v));
+    }
+    Ok(all)
 }

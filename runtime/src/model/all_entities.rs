@@ -33,7 +33,7 @@ use super::scoring::ScoringFunction;
 use super::sharded_model::ShardedModel;
 use super::train::{EntityLoss, StepReport, length_error};
 use crate::agree::{agree_on, agree_on_input, all_values, sum_f64};
-use crate::comm::{Communicator, from_bytes, to_bytes};
+use crate::comm::{Communicator, all_gather_values, from_bytes, to_bytes};
 use crate::error::{InputError, ShardError};
 use crate::sharded::DeviceGradient;
 
@@ -235,26 +235,27 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             rows: q,
             offset_grads,
         } = self.dense_queries(
-            inputs.head_rows_fed.clone(),
+            inputs.fed_heads(),
             &inputs.relation_rows,
             &inputs.relation_index,
         )?;
-        let mut q_all = Vec::with_capacity(total * width);
-        for part in self.comm.all_gather(&to_bytes(&q))? {
-            q_all.extend(from_bytes::<f32>(&part));
-        }
+        let q_all = all_gather_values(self.comm, q)?;
+        let q = &q_all[offset * width..(offset + n) * width];
         let mut labels_all = IdLists::new();
         for part in self.comm.all_gather(&to_bytes(&labels.encode()))? {
             labels_all.extend_encoded(&from_bytes::<u32>(&part));
         }
-        // The positives scored apart.
-        let positives = apart.then(|| {
-            let scored = match self.augmented {
-                Some(form) => form.rows(&positive_rows),
-                None => positive_rows.clone(),
-            };
-            Positives::new(positive_owners, positive_ids, scored, &q, width)
-        });
+        // The positives scored apart (augmented ones keep their rows as read, to fold their
+        // gradients back).
+        let (positive_rows, scored) = match self.augmented {
+            Some(form) => {
+                let scored = form.rows(&positive_rows);
+                (positive_rows, scored)
+            }
+            None => (Vec::new(), positive_rows),
+        };
+        let positives =
+            apart.then(|| Positives::new(positive_owners, positive_ids, scored, q, width));
 
         // Every query against this rank's candidates, in blocks of rows.
         let partition = self.entities.partition().clone();
@@ -485,7 +486,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 let read = dense.read(dw.clone(), count * width)?;
                 let mut grads = fold(read, candidates.plain.as_deref().unwrap_or_default());
                 if let Some(positives) = &positives {
-                    let (more_ids, more) = positives.backward(&positive_grads, &q, dq);
+                    let (more_ids, more) = positives.backward(&positive_grads, q, dq);
                     ids.extend(more_ids);
                     grads.extend(fold(more, &positive_rows));
                 }
@@ -493,19 +494,19 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             }
         };
         // The queries' gradient: `∂q`, or `(∂a, ∂c)` of augmented queries.
-        let (dq, offset_grad) = match self.augmented {
+        let (da, offset_grad) = match self.augmented {
             Some(form) => {
                 let (da, dc) = form.split_queries(dq);
-                (da, offset_grads.map(|grads| (dc, grads)))
+                (Some(da), offset_grads.map(|grads| (dc, grads)))
             }
-            None => (dq.to_vec(), None),
+            None => (None, None),
         };
         let penalty = self.back_through_queries(
             heads,
             relations,
             inputs,
             QueryGradient {
-                dq: &dq,
+                dq: da.as_deref().unwrap_or(dq),
                 offset: offset_grad,
             },
             candidate_grads,
@@ -537,7 +538,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let (p_head, p_relation) = self.dropout;
         if p_head == 0.0 && p_relation == 0.0 {
             let inputs = QueryInputs {
-                head_rows_fed: head_rows.clone(),
+                head_rows_fed: None,
                 head_rows,
                 relation_rows: self.relation_rows(),
                 relation_index: relations.to_vec(),
@@ -562,7 +563,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         relation_mask.apply(&mut rows);
         let inputs = QueryInputs {
             head_rows,
-            head_rows_fed,
+            head_rows_fed: Some(head_rows_fed),
             relation_rows: self.kernels.upload_f32(rows),
             relation_index: (0..n as u32).collect(),
             masks: Some((head_mask, relation_mask)),
@@ -591,7 +592,8 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let dq = gradient.dq;
         let n = heads.len();
         let dim = self.spec.settings.dim;
-        let mut rows = inputs.head_rows_fed;
+        let mut rows = Vec::with_capacity(2 * n * dim);
+        rows.extend_from_slice(inputs.fed_heads());
         rows.extend_from_slice(dq);
         let ent = self.kernels.upload_f32(rows);
         let positions: Vec<u32> = (0..2 * n as u32).collect();
@@ -679,12 +681,19 @@ struct QueryGradient<'a> {
 struct QueryInputs {
     /// The head rows, as looked up.
     head_rows: Vec<f32>,
-    /// The head rows fed to the query (masked with dropout).
-    head_rows_fed: Vec<f32>,
+    /// The head rows fed to the query, masked with dropout (`None`: as looked up).
+    head_rows_fed: Option<Vec<f32>>,
     /// The relation rows fed to the query: the relation table, or masked copies.
     relation_rows: DeviceRows,
     /// Which of `relation_rows` each query reads.
     relation_index: Vec<u32>,
     /// The head and relation masks, with dropout.
     masks: Option<(Masks, Masks)>,
+}
+
+impl QueryInputs {
+    /// The head rows fed to the query.
+    fn fed_heads(&self) -> &[f32] {
+        self.head_rows_fed.as_deref().unwrap_or(&self.head_rows)
+    }
 }

@@ -12,7 +12,7 @@ use super::id_lists::IdLists;
 use super::scoring::ScoringFunction;
 use super::sharded_model::ShardedModel;
 use crate::agree::{agree_on_input, all_values};
-use crate::comm::{from_bytes, to_bytes};
+use crate::comm::{all_gather_values, from_bytes, to_bytes};
 use crate::error::{InputError, ShardError};
 
 /// Which side of the triple is predicted.
@@ -182,12 +182,9 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let dense = self.dense.as_ref().expect("checked");
         let rows = self.entities.lookup(q.anchors)?;
         let mine = self
-            .dense_queries(rows, &self.relation_rows(), q.relations)?
+            .dense_queries(&rows, &self.relation_rows(), q.relations)?
             .rows;
-        let mut all = Vec::with_capacity(total * width);
-        for part in self.comm.all_gather(&to_bytes(&mine))? {
-            all.extend(from_bytes::<f32>(&part));
-        }
+        let all = all_gather_values(self.comm, mine)?;
         let local = self.entities.partition().local_rows(self.comm.rank());
         let queries = dense.upload_queries(&all, total);
         let padded = queries.padded;
