@@ -9,9 +9,14 @@
 //! combine those into the log-sum-exp, and each computes its shard's gradient from it. No rank
 //! holds a whole score row or the whole table.
 //!
-//! With shared negatives the same step runs against a sample instead of every entity: each rank
-//! gathers its share of the sampled ids and of the batch's true tails into one block, and their
-//! gradient goes back through the sparse optimizer step like any looked-up row's.
+//! With shared negatives the same step runs against a sample instead of every entity. With batch
+//! negatives (the batch's true tails among the candidates) each rank gathers its share of the
+//! sampled ids and of the true tails into one block and scores everyone's queries against it.
+//! Without, each query's positives are scored apart, and each rank scores only its own queries
+//! against the whole sample, looked up with its heads — data-parallel, as PyTorch-BigGraph's
+//! workers: no queries gathered, no gradient of them all-reduced, every log-sum-exp local. Either
+//! way the sample's gradient goes back through the sparse optimizer step like any looked-up
+//! row's, summed over the ranks at the rows' owners.
 
 use std::ops::Range;
 
@@ -22,7 +27,7 @@ use rowshard_kernels::dense_set::{
 };
 use rowshard_kernels::kernels::dense::ScoreEpilogue;
 
-use super::candidates::{CandidateGradient, SharedNegatives, describe_ids};
+use super::candidates::{CandidateGradient, Scored, SharedNegatives, describe_ids};
 use super::dense_inputs::{DenseQueries, OffsetGrads};
 use super::dropout::{DropoutSide, Masks};
 use super::id_lists::IdLists;
@@ -98,9 +103,26 @@ fn block_labels(
     out
 }
 
-/// Per query, the log-sum-exp over every rank's shard from each rank's `(max, Σ exp(s − max))`,
-/// combined in rank order so every rank gets the same values.
-fn global_log_sum_exp(comm: &dyn Communicator, local: &[[f64; 3]]) -> Result<Vec<f64>, ShardError> {
+/// Per query, the log-sum-exp of its scores from `(max, Σ exp(s − max))`: this rank's own
+/// (`mine`: each rank scores its own queries against every candidate), or over every rank's
+/// shard, combined in rank order so every rank gets the same values.
+fn log_sum_exp(
+    comm: &dyn Communicator,
+    local: &[[f64; 3]],
+    mine: bool,
+) -> Result<Vec<f64>, ShardError> {
+    if mine {
+        return Ok(local
+            .iter()
+            .map(|&[max, sum, _]| {
+                if max == f64::NEG_INFINITY {
+                    max // nothing scored (an empty sample)
+                } else {
+                    max + sum.ln()
+                }
+            })
+            .collect());
+    }
     let mine: Vec<f64> = local.iter().flat_map(|s| [s[0], s[1]]).collect();
     let parts: Vec<Vec<f64>> = comm
         .all_gather(&to_bytes(&mine))?
@@ -223,14 +245,31 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let width = self.dense_width();
         let client = self.kernels.client().clone();
 
-        // This rank's queries, then everyone's; with the positives scored apart, their rows are
-        // looked up with the heads.
+        // With the positives scored apart from a shared sample, each rank scores its own queries
+        // against the whole sample (data-parallel, as PyTorch-BigGraph's workers): the sample's
+        // rows are looked up with the heads and the positives, every query's log-sum-exp is this
+        // rank's, and the sample's gradient goes to its owners like any looked-up row's.
+        // Otherwise every rank scores everyone's queries against its shard, or its share of the
+        // candidates (model-parallel: no rank holds a whole score row).
+        let local = apart;
+        let sample: Vec<u32> = match negatives {
+            Some(shared) if local => {
+                let mut ids = shared.ids.to_vec();
+                ids.sort_unstable();
+                ids.dedup();
+                ids
+            }
+            _ => Vec::new(),
+        };
         let (positive_owners, positive_ids) = if apart {
             labels.distinct()
         } else {
             (Vec::new(), Vec::new())
         };
-        let (inputs, positive_rows) = self.query_inputs(heads, relations, offset, &positive_ids)?;
+        let looked_up: Vec<u32> = positive_ids.iter().chain(&sample).copied().collect();
+        let (inputs, mut positive_rows) =
+            self.query_inputs(heads, relations, offset, &looked_up)?;
+        let sample_rows = positive_rows.split_off(positive_ids.len() * dim);
         let DenseQueries {
             rows: q,
             offset_grads,
@@ -239,8 +278,13 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             &inputs.relation_rows,
             &inputs.relation_index,
         )?;
-        let q_all = all_gather_values(self.comm, q)?;
-        let q = &q_all[offset * width..(offset + n) * width];
+        // The queries scored here: this rank's, or everyone's.
+        let (q_all, n_scored, q_offset) = if local {
+            (q, n, 0)
+        } else {
+            (all_gather_values(self.comm, q)?, total, offset)
+        };
+        let q = &q_all[q_offset * width..(q_offset + n) * width];
         let mut labels_all = IdLists::new();
         for part in self.comm.all_gather(&to_bytes(&labels.encode()))? {
             labels_all.extend_encoded(&from_bytes::<u32>(&part));
@@ -259,9 +303,13 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
 
         // Every query against this rank's candidates, in blocks of rows.
         let partition = self.entities.partition().clone();
-        let candidates = self.candidates(negatives, &labels_all)?;
+        let candidates = if local {
+            self.sample_candidates(sample, &sample_rows)
+        } else {
+            self.candidates(negatives, &labels_all)?
+        };
         let count = candidates.count;
-        let queries = dense.upload_queries(&q_all, total);
+        let queries = dense.upload_queries(&q_all, n_scored);
         let block_rows = (BLOCK / queries.padded).max(1);
         let blocks: Vec<Range<usize>> = (0..count.div_ceil(block_rows))
             .map(|i| i * block_rows..((i + 1) * block_rows).min(count))
@@ -271,8 +319,9 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             let (owner, local) = partition.locate(id);
             match &candidates.rows {
                 _ if owner != rank || apart => None,
-                None => Some(local),
-                Some(rows) => rows.binary_search(&local).ok().map(|r| r as u32),
+                Scored::Shard => Some(local),
+                Scored::Rows(rows) => rows.binary_search(&local).ok().map(|r| r as u32),
+                Scored::Sample(_) => None,
             }
         };
         let targets = block_labels(&labels_all, row, &blocks, loss);
@@ -304,8 +353,8 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         // step routes here: a head of any rank, a true tail or a distinct row of this rank's
         // (regularisers).
         let room = match candidates.rows {
-            None => total + tails.len() + count,
-            Some(_) => 0,
+            Scored::Shard => total + tails.len() + count,
+            Scored::Rows(_) | Scored::Sample(_) => 0,
         };
         let dw = client.empty(((count + room) * width).max(1) * 4);
         let dq = if blocks.is_empty() {
@@ -355,9 +404,9 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                     scores.push(out);
                 }
                 let shard = if stats.is_empty() {
-                    vec![[f64::NEG_INFINITY, 0.0, 0.0]; total]
+                    vec![[f64::NEG_INFINITY, 0.0, 0.0]; n_scored]
                 } else {
-                    combine_softmax_stats(&stats, queries.padded, total)
+                    combine_softmax_stats(&stats, queries.padded, n_scored)
                 };
                 Ok((scores, shard))
             };
@@ -397,8 +446,8 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 // p·σ(s). The positives' part is the logistic loss's, on the host.
                 let scale = 1.0 / total as f32;
                 let scaled: Vec<f32> = q_all.iter().map(|&x| x * temperature).collect();
-                let (scores, shard) = softmax_pieces(&dense.upload_queries(&scaled, total))?;
-                let lse = upload_padded(&global_log_sum_exp(self.comm, &shard)?);
+                let (scores, shard) = softmax_pieces(&dense.upload_queries(&scaled, n_scored))?;
+                let lse = upload_padded(&log_sum_exp(self.comm, &shard, local)?);
                 let mut sums = Vec::new();
                 for (i, (range, out)) in blocks.iter().zip(&scores).enumerate() {
                     let rows = range.len();
@@ -420,22 +469,19 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             EntityLoss::SoftmaxCrossEntropy { .. } => {
                 let scale = 1.0 / total as f32;
                 let (scores, shard) = softmax_pieces(&queries)?;
-                let mut lse = global_log_sum_exp(self.comm, &shard)?;
+                let mut lse = log_sum_exp(self.comm, &shard, local)?;
                 if let Some(positives) = &positives {
-                    // Each query's positives join its sample's log-sum-exp.
-                    let mine = positives.log_sum_exp();
-                    let all = self.comm.all_gather(&to_bytes(&mine))?;
-                    for (l, p) in lse
-                        .iter_mut()
-                        .zip(all.iter().flat_map(|p| from_bytes::<f64>(p)))
-                    {
+                    // Each query's positives join its sample's log-sum-exp (the positives are
+                    // scored apart only where each rank scores its own queries).
+                    for (l, p) in lse.iter_mut().zip(positives.log_sum_exp()) {
                         let top = l.max(p);
                         *l = top + ((*l - top).exp() + (p - top).exp()).ln();
                     }
-                    let (l, g) = positives.softmax(&lse[offset..offset + n], scale as f64);
+                    let (l, g) = positives.softmax(&lse, scale as f64);
                     (positive_loss, positive_grads) = (l * scale as f64, g);
                 }
-                if rank == 0 {
+                // Every rank holds every query's log-sum-exp, or just its own queries'.
+                if local || rank == 0 {
                     partial += lse.iter().sum::<f64>();
                 }
                 partial -= off as f64 * shard.iter().map(|s| s[2]).sum::<f64>();
@@ -461,28 +507,26 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             }
         };
         let mut dq = dense.read_query_grad(dq, &queries)?;
-        self.comm.all_reduce_sum(&mut dq)?;
-        let dq = &mut dq[offset * width..(offset + n) * width];
+        if !local {
+            self.comm.all_reduce_sum(&mut dq)?;
+        }
+        let dq = &mut dq[q_offset * width..(q_offset + n) * width];
         // Augmented rows' gradients fold back to the rows' (`augmented.rs`).
         let fold = |grads: Vec<f32>, rows: &[f32]| match self.augmented {
             Some(form) => form.fold_rows(&grads, rows),
             None => grads,
         };
         let dw = match (&self.augmented, &candidates.rows, &candidates.plain) {
-            (Some(_), None, Some(plain)) => {
+            (Some(_), Scored::Shard, Some(plain)) => {
                 let mut grads = fold(dense.read(dw, count * width)?, plain);
                 grads.resize(((count + room) * dim).max(1), 0.0);
                 client.create(Bytes::from_elems(grads))
             }
             _ => dw,
         };
-        let candidate_grads = match &candidates.rows {
+        let candidate_grads = match candidates.ids(&partition, rank) {
             None => CandidateGradient::Device(&dw),
-            Some(rows) => {
-                let mut ids: Vec<u32> = rows
-                    .iter()
-                    .map(|&l| partition.global(rank, l as usize) as u32)
-                    .collect();
+            Some(mut ids) => {
                 let read = dense.read(dw.clone(), count * width)?;
                 let mut grads = fold(read, candidates.plain.as_deref().unwrap_or_default());
                 if let Some(positives) = &positives {

@@ -1,12 +1,15 @@
 //! What a step that scores queries against every entity scores them against on one rank: its
-//! whole shard, or its share of the step's shared negatives gathered into one block.
+//! whole shard, its share of the step's shared candidates gathered into one block, or — when
+//! each rank scores only its own queries — the whole shared sample, looked up.
 
+use cubecl::bytes::Bytes;
 use cubecl::server::Handle;
 
 use super::id_lists::IdLists;
 use super::scoring::ScoringFunction;
 use super::sharded_model::ShardedModel;
 use crate::error::ShardError;
+use crate::partition::Partition;
 
 /// The shared negatives of a step (see [`TrainBatch::SharedNegatives`]).
 ///
@@ -19,11 +22,22 @@ pub(super) struct SharedNegatives<'a> {
     pub batch: bool,
 }
 
-/// The rows one rank scores a step's queries against: its whole shard, or its share of the
-/// step's shared candidates.
+/// Which rows a rank scores.
+pub(super) enum Scored {
+    /// Every row of its shard, in order.
+    Shard,
+    /// These local rows of its shard, ascending: its share of the step's candidates.
+    Rows(Vec<u32>),
+    /// The step's whole sample (global ids, ascending), every rank's rows: each rank scores
+    /// only its own queries.
+    Sample(Vec<u32>),
+}
+
+/// The rows one rank scores a step's queries against: its whole shard, its share of the step's
+/// shared candidates, or the whole sample.
 pub(super) struct Candidates {
-    /// The local rows scored, ascending (`None`: every row of the shard, in order).
-    pub rows: Option<Vec<u32>>,
+    /// Which rows.
+    pub rows: Scored,
     /// Their weights on the device in the dense kernels' layout: the shard's or the gathered
     /// rows in the table's dtype, or augmented (`dense_inputs.rs`).
     pub table: Handle,
@@ -37,9 +51,25 @@ pub(super) struct Candidates {
 }
 
 impl Candidates {
-    /// The local row of candidate row `row`.
+    /// The local row of candidate row `row` of this rank's shard (not of a sample).
     pub fn local(&self, row: u32) -> u32 {
-        self.rows.as_ref().map_or(row, |rows| rows[row as usize])
+        match &self.rows {
+            Scored::Rows(rows) => rows[row as usize],
+            Scored::Shard | Scored::Sample(_) => row,
+        }
+    }
+
+    /// The global ids of the rows scored, unless they are the whole shard.
+    pub fn ids(&self, partition: &Partition, rank: usize) -> Option<Vec<u32>> {
+        match &self.rows {
+            Scored::Shard => None,
+            Scored::Rows(rows) => Some(
+                rows.iter()
+                    .map(|&l| partition.global(rank, l as usize) as u32)
+                    .collect(),
+            ),
+            Scored::Sample(ids) => Some(ids.clone()),
+        }
     }
 }
 
@@ -58,7 +88,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             let count = partition.local_rows(rank);
             let dense = self.dense_rows(None)?;
             return Ok(Candidates {
-                rows: None,
+                rows: Scored::Shard,
                 table: dense.table,
                 plain: dense.plain,
                 count,
@@ -87,9 +117,45 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             table: dense.table,
             plain: dense.plain,
             count: rows.len(),
-            rows: Some(rows),
+            rows: Scored::Rows(rows),
             global: ids.len(),
         })
+    }
+
+    /// The whole shared `sample` (global ids, ascending, distinct) as the rows a rank scores
+    /// its own queries against: `rows` as looked up (`dim` each), in the dense kernels' layout.
+    pub(super) fn sample_candidates(&self, sample: Vec<u32>, rows: &[f32]) -> Candidates {
+        let client = self.kernels.client();
+        let (table, plain) = match self.augmented {
+            Some(form) => {
+                let augmented = form.rows(rows);
+                let values = if augmented.is_empty() {
+                    vec![0.0f32; form.width]
+                } else {
+                    augmented
+                };
+                (
+                    client.create(Bytes::from_elems(values)),
+                    Some(rows.to_vec()),
+                )
+            }
+            None if rows.is_empty() => {
+                let dtype = self.entities.config().weight_dtype;
+                let zero = vec![0.0f32; self.spec.settings.dim];
+                (self.kernels.upload_rows(&zero, dtype).handle, None)
+            }
+            None => {
+                let dtype = self.entities.config().weight_dtype;
+                (self.kernels.upload_rows(rows, dtype).handle, None)
+            }
+        };
+        Candidates {
+            table,
+            plain,
+            count: sample.len(),
+            global: sample.len(),
+            rows: Scored::Sample(sample),
+        }
     }
 }
 
