@@ -285,9 +285,14 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             (all_gather_values(self.comm, q)?, total, offset)
         };
         let q = &q_all[q_offset * width..(q_offset + n) * width];
+        // Everyone's label lists: the targets among the rows scored here, and the true tails
+        // this rank owns for the regularisers — which are all a rank scoring its own queries
+        // needs them for.
         let mut labels_all = IdLists::new();
-        for part in self.comm.all_gather(&to_bytes(&labels.encode()))? {
-            labels_all.extend_encoded(&from_bytes::<u32>(&part));
+        if !local || !self.regularization.entities.is_none() {
+            for part in self.comm.all_gather(&to_bytes(&labels.encode()))? {
+                labels_all.extend_encoded(&from_bytes::<u32>(&part));
+            }
         }
         // The positives scored apart (augmented ones keep their rows as read, to fold their
         // gradients back).
