@@ -28,7 +28,7 @@ import torch.nn.functional as F  # noqa: E402
 
 torch.set_num_threads(opts.threads)
 SHAPES = [("FB15k-237 shard", 1024, 7253, 128), ("FB15k-237 whole", 1024, 14505, 128),
-          ("FB15k-237 shard", 1024, 7253, 256), ("shared negatives", 2048, 256, 128),
+          ("FB15k-237 shard", 1024, 7253, 256), ("shared negatives", 2048, 256, 128), ("shared, a rank of 2", 1024, 256, 128),
           ("UMLS shard", 512, 68, 32)]
 
 

@@ -27,7 +27,7 @@ pub struct DenseShape {
 }
 
 /// The shapes `rowshard bench-kernels` measures.
-pub const SHAPES: [DenseShape; 5] = [
+pub const SHAPES: [DenseShape; 6] = [
     DenseShape {
         label: "FB15k-237 shard",
         queries: 1024,
@@ -49,6 +49,12 @@ pub const SHAPES: [DenseShape; 5] = [
     DenseShape {
         label: "shared negatives",
         queries: 2048,
+        rows: 256,
+        dim: 128,
+    },
+    DenseShape {
+        label: "shared, a rank of 2",
+        queries: 1024,
         rows: 256,
         dim: 128,
     },
