@@ -332,7 +332,8 @@ fn n3_gradient(row: &[f64], segments: usize) -> Vec<f64> {
 }
 
 /// One SGD step of softmax cross-entropy against every entity (1vsAll and KvsAll label lists,
-/// smoothed), over 1, 2 and 3 ranks of `backend`, equals the host's step: the loss's gradient
+/// smoothed), over 1, 2, 3 and 7 ranks of `backend` (7: a rank without queries), equals the
+/// host's step: the loss's gradient
 /// by finite differences of the f64 loss over each whole score row, chained through finite
 /// differences of the score. With `n3`, the N3 regulariser's gradient of the heads, distinct
 /// true tails and relations too (per occurrence, over the global batch).
@@ -410,7 +411,7 @@ fn check_softmax_against<S: ScoringFunction>(
     };
     let n = heads.len();
     let regularizer = rowshard::model::Regularizer::N3 { weight: n3 };
-    for world in [1, 2, 3] {
+    for world in [1, 2, 3, 7] {
         let (e0, r0, e1, r1) = run_step::<S>(backend, world, |model, rank, world| {
             if n3 > 0.0 {
                 model.set_regularization(rowshard::model::Regularization {
@@ -533,7 +534,8 @@ fn check_softmax_against<S: ScoringFunction>(
 }
 
 /// One SGD step of the self-adversarial logistic loss against shared negatives (without batch
-/// negatives), over 1, 2 and 3 ranks of `backend`, equals the host's step: per query, the mean
+/// negatives), over 1, 2, 3 and 7 ranks of `backend` (7: a rank without queries), equals the
+/// host's step: per query, the mean
 /// `softplus(−s)` of its distinct true tails plus `Σ p·softplus(s)` over the distinct
 /// negatives (a true tail drawn as a negative counts as one), `p = softmax(α·s)` over them held
 /// constant; the mean over queries. The loss's gradient by finite differences of that f64 loss
@@ -547,7 +549,7 @@ pub fn check_adversarial_step<S: ScoringFunction>(
     let (heads, relations, labels) = softmax_batch();
     let n = heads.len();
     let softplus = |x: f64| x.max(0.0) + (-x.abs()).exp().ln_1p();
-    for world in [1, 2, 3] {
+    for world in [1, 2, 3, 7] {
         let (e0, r0, e1, r1) = run_step::<S>(backend, world, |model, rank, world| {
             let mine = share(n, rank, world);
             let lists: Vec<&[u32]> = mine.clone().map(|i| labels.get(i)).collect();
