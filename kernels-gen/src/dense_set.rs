@@ -137,7 +137,7 @@ impl Split {
                 .clamp(1, tiles.min(cap));
             let per_unit = tiles.div_ceil(units) * tile_rows;
             let groups = items.div_ceil(per_unit);
-            let panel_groups = (CPU_UNITS as usize / groups).clamp(1, panels);
+            let panel_groups = (cap / groups).clamp(1, panels);
             (per_unit, panels.div_ceil(panel_groups))
         } else {
             let max_cubes = client.properties().hardware.max_cube_count.0.max(1) as usize;

@@ -206,10 +206,11 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 ));
             }
         }
-        // Without batch negatives each query's positives are scored apart from the sample.
-        let apart = negatives.is_some_and(|s| !s.batch);
+        // Without batch negatives each query's positives are scored apart from the sample, and
+        // each rank scores only its own queries, against the whole sample (see below).
+        let local = negatives.is_some_and(|s| !s.batch);
         if let EntityLoss::SelfAdversarial { temperature } = loss {
-            if !apart {
+            if !local {
                 return Err(ShardError::Unsupported(
                     "self-adversarial weighting needs shared negatives without batch negatives \
                      (it weighs each query's negatives, apart from its true tails)"
@@ -251,7 +252,6 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         // rank's, and the sample's gradient goes to its owners like any looked-up row's.
         // Otherwise every rank scores everyone's queries against its shard, or its share of the
         // candidates (model-parallel: no rank holds a whole score row).
-        let local = apart;
         let sample: Vec<u32> = match negatives {
             Some(shared) if local => {
                 let mut ids = shared.ids.to_vec();
@@ -261,7 +261,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             }
             _ => Vec::new(),
         };
-        let (positive_owners, positive_ids) = if apart {
+        let (positive_owners, positive_ids) = if local {
             labels.distinct()
         } else {
             (Vec::new(), Vec::new())
@@ -274,7 +274,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             rows: q,
             offset_grads,
         } = self.dense_queries(
-            inputs.fed_heads(),
+            inputs.fed_heads().to_vec(),
             &inputs.relation_rows,
             &inputs.relation_index,
         )?;
@@ -304,7 +304,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             None => (Vec::new(), positive_rows),
         };
         let positives =
-            apart.then(|| Positives::new(positive_owners, positive_ids, scored, q, width));
+            local.then(|| Positives::new(positive_owners, positive_ids, scored, q, width));
 
         // Every query against this rank's candidates, in blocks of rows.
         let partition = self.entities.partition().clone();
@@ -319,13 +319,14 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let blocks: Vec<Range<usize>> = (0..count.div_ceil(block_rows))
             .map(|i| i * block_rows..((i + 1) * block_rows).min(count))
             .collect();
-        // Where a label lies among the scored rows: nowhere when the positives are scored apart.
+        // Where a label lies among the scored rows: nowhere in a sample (the positives are
+        // scored apart).
         let row = |id: u32| {
-            let (owner, local) = partition.locate(id);
+            let (owner, at) = partition.locate(id);
             match &candidates.rows {
-                _ if owner != rank || apart => None,
-                Scored::Shard => Some(local),
-                Scored::Rows(rows) => rows.binary_search(&local).ok().map(|r| r as u32),
+                _ if owner != rank => None,
+                Scored::Shard => Some(at),
+                Scored::Rows(rows) => rows.binary_search(&at).ok().map(|r| r as u32),
                 Scored::Sample(_) => None,
             }
         };
@@ -337,7 +338,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             rows: range.len(),
         };
         // The true tails this rank owns, as local rows (the regularisers').
-        let tails: Vec<u32> = if apart {
+        let tails: Vec<u32> = if local {
             let (_, ids) = labels_all.distinct();
             ids.iter()
                 .map(|&id| partition.locate(id))

@@ -125,28 +125,22 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
     /// The whole shared `sample` (global ids, ascending, distinct) as the rows a rank scores
     /// its own queries against: `rows` as looked up (`dim` each), in the dense kernels' layout.
     pub(super) fn sample_candidates(&self, sample: Vec<u32>, rows: &[f32]) -> Candidates {
-        let client = self.kernels.client();
+        // An empty sample still needs a buffer: one zero row, never read.
+        let zero;
+        let stored = if rows.is_empty() {
+            zero = vec![0.0f32; self.spec.settings.dim];
+            &zero[..]
+        } else {
+            rows
+        };
         let (table, plain) = match self.augmented {
             Some(form) => {
-                let augmented = form.rows(rows);
-                let values = if augmented.is_empty() {
-                    vec![0.0f32; form.width]
-                } else {
-                    augmented
-                };
-                (
-                    client.create(Bytes::from_elems(values)),
-                    Some(rows.to_vec()),
-                )
-            }
-            None if rows.is_empty() => {
-                let dtype = self.entities.config().weight_dtype;
-                let zero = vec![0.0f32; self.spec.settings.dim];
-                (self.kernels.upload_rows(&zero, dtype).handle, None)
+                let augmented = Bytes::from_elems(form.rows(stored));
+                (self.kernels.client().create(augmented), Some(rows.to_vec()))
             }
             None => {
                 let dtype = self.entities.config().weight_dtype;
-                (self.kernels.upload_rows(rows, dtype).handle, None)
+                (self.kernels.upload_rows(stored, dtype).handle, None)
             }
         };
         Candidates {

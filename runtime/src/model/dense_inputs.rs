@@ -51,7 +51,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
     /// kernels at a zero tail row.
     pub(super) fn dense_queries(
         &self,
-        head_rows: &[f32],
+        mut head_rows: Vec<f32>,
         relation_rows: &DeviceRows,
         relation_index: &[u32],
     ) -> Result<DenseQueries, ShardError> {
@@ -59,7 +59,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let n = relation_index.len();
         let positions: Vec<u32> = (0..n as u32).collect();
         let Some(form) = self.augmented else {
-            let ent = self.kernels.upload_f32(head_rows.to_vec());
+            let ent = self.kernels.upload_f32(head_rows);
             let triples = self
                 .kernels
                 .upload_triples(&positions, relation_index, &positions);
@@ -70,10 +70,8 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             });
         };
         // Every query's tail is the zero row after the heads.
-        let mut rows = Vec::with_capacity(head_rows.len() + dim);
-        rows.extend_from_slice(head_rows);
-        rows.extend(std::iter::repeat_n(0.0, dim));
-        let ent = self.kernels.upload_f32(rows);
+        head_rows.extend(std::iter::repeat_n(0.0, dim));
+        let ent = self.kernels.upload_f32(head_rows);
         let zero = vec![n as u32; n];
         let triples = self
             .kernels

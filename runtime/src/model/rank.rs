@@ -74,10 +74,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         }
         let rank = self.comm.rank();
         let offset = counts[..rank].iter().sum::<u64>() as usize;
-        let mut answers = Vec::with_capacity(total);
-        for part in self.comm.all_gather(&to_bytes(q.answers))? {
-            answers.extend(from_bytes::<u32>(&part));
-        }
+        let answers = all_gather_values(self.comm, q.answers.to_vec())?;
         let mut filters = IdLists::new();
         for part in self.comm.all_gather(&to_bytes(&q.filters.encode()))? {
             filters.extend_encoded(&from_bytes::<u32>(&part));
@@ -182,7 +179,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let dense = self.dense.as_ref().expect("checked");
         let rows = self.entities.lookup(q.anchors)?;
         let mine = self
-            .dense_queries(&rows, &self.relation_rows(), q.relations)?
+            .dense_queries(rows, &self.relation_rows(), q.relations)?
             .rows;
         let all = all_gather_values(self.comm, mine)?;
         let local = self.entities.partition().local_rows(self.comm.rank());
@@ -266,17 +263,10 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
     /// Scores by the forward kernel over every (query, local entity) triple: any scoring
     /// function, either direction.
     fn triple_scores(&self, q: &RankQueries, total: usize) -> Result<Vec<f32>, ShardError> {
-        let dim = self.spec.settings.dim;
         let rank = self.comm.rank();
         let mine = self.entities.lookup(q.anchors)?;
-        let mut rows = Vec::with_capacity(total * dim);
-        for part in self.comm.all_gather(&to_bytes(&mine))? {
-            rows.extend(from_bytes::<f32>(&part));
-        }
-        let mut relations = Vec::with_capacity(total);
-        for part in self.comm.all_gather(&to_bytes(q.relations))? {
-            relations.extend(from_bytes::<u32>(&part));
-        }
+        let mut rows = all_gather_values(self.comm, mine)?;
+        let relations = all_gather_values(self.comm, q.relations.to_vec())?;
         let local = self.entities.partition().local_rows(rank);
         let shard_rows: Vec<u32> = (0..local as u32).collect();
         rows.extend(self.entities.shard().gather(&shard_rows)?);
