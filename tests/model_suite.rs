@@ -538,17 +538,75 @@ fn check_softmax_against<S: ScoringFunction>(
 /// host's step: per query, the mean
 /// `softplus(−s)` of its distinct true tails plus `Σ p·softplus(s)` over the distinct
 /// negatives (a true tail drawn as a negative counts as one), `p = softmax(α·s)` over them held
-/// constant; the mean over queries. The loss's gradient by finite differences of that f64 loss
-/// (with `p` frozen), chained through finite differences of the score.
+/// constant; the mean over queries.
 pub fn check_adversarial_step<S: ScoringFunction>(
     backend: Backend,
     reference: Score,
     negatives: &[u32],
     temperature: f32,
 ) {
+    let softplus = |x: f64| x.max(0.0) + (-x.abs()).exp().ln_1p();
+    let loss = rowshard::EntityLoss::SelfAdversarial { temperature };
+    check_sample_loss_step::<S>(backend, reference, negatives, loss, |_, neg| {
+        let top = neg.iter().fold(f64::NEG_INFINITY, |m, &s| m.max(s));
+        let z: f64 = neg
+            .iter()
+            .map(|s| ((s - top) * temperature as f64).exp())
+            .sum();
+        let p: Vec<f64> = neg
+            .iter()
+            .map(|s| ((s - top) * temperature as f64).exp() / z)
+            .collect();
+        Box::new(move |pos: &[f64], neg: &[f64]| {
+            pos.iter().map(|&s| softplus(-s)).sum::<f64>() / pos.len() as f64
+                + neg
+                    .iter()
+                    .zip(&p)
+                    .map(|(&s, p)| p * softplus(s))
+                    .sum::<f64>()
+        })
+    });
+}
+
+/// One SGD step of the margin ranking loss against shared negatives (without batch negatives),
+/// over 1, 2, 3 and 7 ranks, equals the host's step: per query, the mean over its distinct true
+/// tails `s₊` and the distinct negatives `s` of `max(0, γ − s₊ + s)`; the mean over queries.
+pub fn check_margin_step<S: ScoringFunction>(
+    backend: Backend,
+    reference: Score,
+    negatives: &[u32],
+    margin: f32,
+) {
+    let loss = rowshard::EntityLoss::Margin { margin };
+    check_sample_loss_step::<S>(backend, reference, negatives, loss, |_, _| {
+        let margin = margin as f64;
+        Box::new(move |pos: &[f64], neg: &[f64]| {
+            let pairs = (pos.len() * neg.len()) as f64;
+            pos.iter()
+                .flat_map(|&p| neg.iter().map(move |&s| (margin - p + s).max(0.0)))
+                .sum::<f64>()
+                / pairs
+        })
+    });
+}
+
+/// A query's loss over the scores of its positives and of its negatives.
+type QueryLoss = Box<dyn Fn(&[f64], &[f64]) -> f64>;
+
+/// One SGD step of `loss` against shared negatives (without batch negatives) over 1, 2, 3 and 7
+/// ranks equals the host's: `query_loss(pos, neg)` gives each query's loss as a function of the
+/// scores of its distinct true tails and the distinct negatives (what it holds constant taken
+/// from the scores it is given); the mean over queries. Its gradient by finite differences of
+/// that f64 loss, chained through finite differences of the score.
+fn check_sample_loss_step<S: ScoringFunction>(
+    backend: Backend,
+    reference: Score,
+    negatives: &[u32],
+    loss: rowshard::EntityLoss,
+    query_loss: impl Fn(&[f64], &[f64]) -> QueryLoss,
+) {
     let (heads, relations, labels) = softmax_batch();
     let n = heads.len();
-    let softplus = |x: f64| x.max(0.0) + (-x.abs()).exp().ln_1p();
     for world in [1, 2, 3, 7] {
         let (e0, r0, e1, r1) = run_step::<S>(backend, world, |model, rank, world| {
             let mine = share(n, rank, world);
@@ -560,7 +618,7 @@ pub fn check_adversarial_step<S: ScoringFunction>(
                     labels: &IdLists::from_lists(&lists),
                     negatives,
                     batch_negatives: false,
-                    loss: rowshard::EntityLoss::SelfAdversarial { temperature },
+                    loss,
                 })
                 .map(|_| ())
         });
@@ -580,23 +638,7 @@ pub fn check_adversarial_step<S: ScoringFunction>(
                 tails.iter().map(|&e| score(e)).collect(),
                 sample.iter().map(|&e| score(e)).collect(),
             );
-            let top = neg.iter().fold(f64::NEG_INFINITY, |m, &s| m.max(s));
-            let z: f64 = neg
-                .iter()
-                .map(|s| ((s - top) * temperature as f64).exp())
-                .sum();
-            let p: Vec<f64> = neg
-                .iter()
-                .map(|s| ((s - top) * temperature as f64).exp() / z)
-                .collect();
-            let loss = |pos: &[f64], neg: &[f64]| {
-                pos.iter().map(|&s| softplus(-s)).sum::<f64>() / pos.len() as f64
-                    + neg
-                        .iter()
-                        .zip(&p)
-                        .map(|(&s, p)| p * softplus(s))
-                        .sum::<f64>()
-            };
+            let loss = query_loss(&pos, &neg);
             let fd = |k: usize, of_pos: bool| {
                 let at = |d: f64| {
                     let (mut a, mut c) = (pos.clone(), neg.clone());
@@ -626,10 +668,7 @@ pub fn check_adversarial_step<S: ScoringFunction>(
                 }
             }
         }
-        let what = format!(
-            "{} self-adversarial (α {temperature}), {world} ranks",
-            S::NAME
-        );
+        let what = format!("{} {loss:?}, {world} ranks", S::NAME);
         assert_tables(&format!("{what}: entities"), &e1, &e_want);
         assert_tables(&format!("{what}: relations"), &r1, &r_want);
     }

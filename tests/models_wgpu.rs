@@ -42,6 +42,13 @@ fn training_steps_equal_the_host_steps_on_wgpu() {
         &[1, 6, 10, 16, 19],
         0.5,
     );
+    // Margin ranking over shared negatives, with several true tails per query.
+    rowshard_tests::model_suite::check_margin_step::<ComplEx>(
+        Backend::Wgpu,
+        scores::complex,
+        &[1, 6, 10, 16, 19],
+        0.05,
+    );
     check_softmax_step::<RotatESq>(Backend::Wgpu, scores::rotate_sq, 0.0, (0.0, 0.0));
     check_shared_negatives_step::<TransESq>(
         Backend::Wgpu,

@@ -22,8 +22,8 @@ use rowshard::train::{
 use rowshard::{IdLists, ShardedModel, TrainBatch};
 use rowshard_kernels::Backend;
 use rowshard_tests::model_suite::{
-    check_adversarial_step, check_kvsall_step, check_shared_negatives_step, check_softmax_step,
-    check_triples_step, sgd_spec,
+    check_adversarial_step, check_kvsall_step, check_margin_step, check_shared_negatives_step,
+    check_softmax_step, check_triples_step, sgd_spec,
 };
 use rowshard_tests::scores;
 
@@ -49,6 +49,16 @@ fn a_self_adversarial_shared_negatives_step_is_the_host_step_on_every_rank_count
     check_adversarial_step::<RotatESq>(Backend::Cpu, scores::rotate_sq, &negatives, 1.0);
     check_adversarial_step::<TransESq>(Backend::Cpu, scores::transe_sq, &negatives, 0.5);
     check_adversarial_step::<ComplEx>(Backend::Cpu, scores::complex, &negatives, 2.0);
+}
+
+#[test]
+fn a_margin_ranking_shared_negatives_step_is_the_host_step_on_every_rank_count() {
+    let negatives = [1, 1, 6, 10, 16, 19];
+    // Some pairs violate the margin and some do not; 0 and a margin every pair violates.
+    check_margin_step::<ComplEx>(Backend::Cpu, scores::complex, &negatives, 0.05);
+    check_margin_step::<DistMult>(Backend::Cpu, scores::distmult, &negatives, 0.0);
+    check_margin_step::<TransESq>(Backend::Cpu, scores::transe_sq, &negatives, 1.0);
+    check_margin_step::<RotatESq>(Backend::Cpu, scores::rotate_sq, &negatives, 100.0);
 }
 
 #[test]
@@ -136,14 +146,38 @@ fn bad_input_on_one_rank_is_refused_everywhere_and_changes_nothing() {
             labels: &IdLists::from_lists(&[[2]]),
             smoothing: 0.0,
         });
+        // Margin ranking against shared negatives needs them apart from the true tails, and a
+        // margin ≥ 0.
+        let labels = IdLists::from_lists(&[[2]]);
+        let margin = |batch_negatives, margin| TrainBatch::SharedNegatives {
+            heads: &[1],
+            relations: &[0],
+            labels: &labels,
+            negatives: &[3, 4],
+            batch_negatives,
+            loss: rowshard::EntityLoss::Margin { margin },
+        };
+        let margins = [
+            model.train_step(&margin(true, 1.0)),
+            model.train_step(&margin(false, -1.0)),
+        ];
         let after = (
             model.entities().gather_to_root(0, 64)?,
             model.relations().weights()?,
         );
-        Ok((refused, refused_id, before == after))
+        Ok((refused, refused_id, margins, before == after))
     });
     for r in results {
-        let (refused, refused_id, unchanged) = r.unwrap();
+        let (refused, refused_id, margins, unchanged) = r.unwrap();
+        for (step, says) in margins
+            .iter()
+            .zip(["without batch negatives", "a margin of -1"])
+        {
+            assert!(
+                matches!(step, Err(ShardError::Unsupported(m)) if m.contains(says)),
+                "{step:?}"
+            );
+        }
         assert!(
             matches!(
                 refused,

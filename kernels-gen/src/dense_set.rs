@@ -10,6 +10,7 @@ use cubecl::server::Handle;
 use crate::kernels::dense::adversarial::adversarial_grad;
 use crate::kernels::dense::count::count_better;
 use crate::kernels::dense::labels::label_corrections;
+use crate::kernels::dense::margin::margin_grad;
 use crate::kernels::dense::query_grad::dense_query_grad;
 use crate::kernels::dense::scores::dense_scores;
 use crate::kernels::dense::softmax::softmax_grad;
@@ -358,6 +359,15 @@ impl DenseKernels {
         let loss = self.adversarial_loss_buffer(rows, &queries);
         self.adversarial_grad(&out, rows, &queries, &lse, &loss, 1.0, 1.0);
         self.softmax_grad(&out, rows, &queries, &lse, 1.0, 0.0);
+        let (_, counts_len, loss_len) = self.margin_lens(rows, &queries, 1);
+        let (counts, loss) = (
+            self.client.empty(counts_len * 4),
+            self.client.empty(loss_len * 4),
+        );
+        let grads = self.score_buffer(rows, &queries);
+        self.margin_grad(
+            &out, &grads, rows, &queries, &lse, 1, &lse, &counts, &loss, 1.0,
+        );
         let labels = self.upload_labels(&[0], &[0], &[1.0]);
         let loss = self.label_loss_buffer(&labels);
         self.label_corrections(&queries, &block, &out, &labels, &loss, 1.0);
@@ -623,6 +633,80 @@ impl DenseKernels {
                 scale,
                 self.tiles.scores.vectors,
                 self.tiles.polynomial_exp,
+            )
+        }
+    }
+
+    /// The layout of a [`DenseKernels::margin_grad`] launch over `rows` rows with `positives`
+    /// thresholds per query: (units, values in its counts buffer, values in its loss buffer; 0
+    /// when nothing is launched).
+    pub fn margin_lens(
+        &self,
+        rows: usize,
+        queries: &DeviceQueries,
+        positives: usize,
+    ) -> (usize, usize, usize) {
+        if rows == 0 || queries.count == 0 {
+            return (0, 0, 0);
+        }
+        let units = Split::new(&self.client, rows, 1, 1).units();
+        (
+            units,
+            units * positives * queries.padded,
+            units * self.lanes,
+        )
+    }
+
+    /// Enqueues [`margin_grad()`] over `rows` rows of `scores`: `grads` (a score buffer) gets the
+    /// margin ranking gradient against `thresholds` (`positives × padded` values: `s₊ − γ`,
+    /// `+∞` past a query's positives) with per-query `weights` (`padded`, 0 past the queries)
+    /// and `scale`; `counts` and `loss` get each unit's violations per (positive, query) and its
+    /// `Σ w·max(0, s − t)` ([`DenseKernels::margin_lens`] values). `positives ≥ 1`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn margin_grad(
+        &self,
+        scores: &Handle,
+        grads: &Handle,
+        rows: usize,
+        queries: &DeviceQueries,
+        thresholds: &Handle,
+        positives: usize,
+        weights: &Handle,
+        counts: &Handle,
+        loss: &Handle,
+        scale: f32,
+    ) {
+        let (_, counts_len, loss_len) = self.margin_lens(rows, queries, positives);
+        if counts_len == 0 {
+            return;
+        }
+        assert!(
+            positives >= 1,
+            "a margin launch compares against at least one positive"
+        );
+        let split = Split::new(&self.client, rows, 1, 1);
+        let values = rows * queries.padded;
+        // SAFETY: `scores` and `grads` hold rows × padded values, `thresholds` positives ×
+        // padded, `weights` padded, `counts` and `loss` what margin_lens says; units own
+        // disjoint rows and their own counts and loss.
+        unsafe {
+            margin_grad::launch_unchecked(
+                &self.client,
+                split.count(),
+                split.dim(),
+                self.lanes,
+                BufferArg::from_raw_parts(scores.clone(), values),
+                BufferArg::from_raw_parts(thresholds.clone(), positives * queries.padded),
+                BufferArg::from_raw_parts(weights.clone(), queries.padded),
+                BufferArg::from_raw_parts(grads.clone(), values),
+                BufferArg::from_raw_parts(counts.clone(), counts_len),
+                BufferArg::from_raw_parts(loss.clone(), loss_len),
+                rows as u32,
+                queries.count as u32,
+                positives as u32,
+                split.per_unit,
+                scale,
+                self.tiles.scores.vectors,
             )
         }
     }

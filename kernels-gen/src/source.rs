@@ -13,7 +13,7 @@ use cubecl::prelude::*;
 use crate::dense_set::DenseTiles;
 use crate::kernels::dense::{
     ScoreEpilogue, adversarial::adversarial_grad, count::count_better, labels::label_corrections,
-    query_grad::dense_query_grad, scores::dense_scores, softmax::softmax_grad,
+    margin::margin_grad, query_grad::dense_query_grad, scores::dense_scores, softmax::softmax_grad,
     table_grad::dense_table_grad,
 };
 use crate::kernels::{
@@ -262,6 +262,25 @@ pub fn dense_sources(
         tiles.polynomial_exp,
     );
     out.push(("adversarial_grad", compile(adversarial.define(), language)?));
+    let margin = margin_grad::MarginGrad::new(
+        settings(),
+        properties(),
+        target(),
+        b(),
+        b(),
+        b(),
+        b(),
+        b(),
+        b(),
+        (),
+        (),
+        (),
+        (),
+        (),
+        SNAPSHOT_VECTOR,
+        tiles.scores.vectors,
+    );
+    out.push(("margin_grad", compile(margin.define(), language)?));
     let count = count_better::CountBetter::new(
         settings(),
         properties(),
@@ -309,6 +328,7 @@ const ENTRY_POINTS: &[&str] = &[
     "dense_query_grad",
     "softmax_grad",
     "adversarial_grad",
+    "margin_grad",
     "label_corrections",
     "count_better",
     "forward",

@@ -84,7 +84,8 @@ pub struct TrainArgs {
     /// Training mode (default: kvsall for scores linear in the tail, else negsample).
     #[arg(long, value_enum)]
     pub mode: Option<ModeArg>,
-    /// Loss (default: bce for kvsall and negsample, ce for 1vsall); margin for negsample only.
+    /// Loss (default: bce for kvsall and negsample, ce for 1vsall); margin for negsample, or
+    /// kvsall and 1vsall with shared negatives without batch negatives.
     #[arg(long, value_enum)]
     pub loss: Option<LossArg>,
     /// What kvsall and 1vsall score each query against: all (every entity), or shared

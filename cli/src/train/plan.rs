@@ -130,6 +130,9 @@ impl<'a> Plan<'a> {
                     adversarial: Some(alpha as f32),
                 })
             }
+            (Some(LossArg::Margin), _) if unbatched => Some(CorruptionLoss::Margin {
+                margin: args.margin as f32,
+            }),
             _ if !negsample => None,
             (None | Some(LossArg::Bce), None) => None,
             (None | Some(LossArg::Bce), Some(alpha)) => Some(CorruptionLoss::Logistic {
@@ -151,10 +154,14 @@ impl<'a> Plan<'a> {
             None => Loss::default_for(mode),
             Some(LossArg::Bce) => Loss::BinaryCrossEntropy,
             Some(LossArg::Ce) => Loss::SoftmaxCrossEntropy,
+            // Ranks each query's true tails against its shared negatives (`corruption_loss`).
+            Some(LossArg::Margin) if unbatched => Loss::default_for(mode),
             Some(LossArg::Margin) => {
                 return Err(
                     "--loss margin applies to negsample (ranking a true triple against its \
-                     corruptions); kvsall and 1vsall train with bce or ce"
+                     corruptions) and to kvsall and 1vsall with shared negatives without batch \
+                     negatives (ranking each query's true tails against them); against every \
+                     entity or with batch negatives they train with bce or ce"
                         .into(),
                 );
             }

@@ -77,7 +77,9 @@ fn block_labels(
         .zip(&ids)
         .filter_map(|(&b, &id)| {
             let excess = match loss {
-                EntityLoss::BinaryCrossEntropy { .. } | EntityLoss::SelfAdversarial { .. } => keep,
+                EntityLoss::BinaryCrossEntropy { .. }
+                | EntityLoss::SelfAdversarial { .. }
+                | EntityLoss::Margin { .. } => keep,
                 EntityLoss::SoftmaxCrossEntropy { .. } => keep / counts[b] as f32,
             };
             row(id).map(|r| (r, b as u32, excess))
@@ -188,7 +190,9 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 EntityLoss::SoftmaxCrossEntropy { .. } => (0..n)
                     .find(|&b| labels.get(b).is_empty())
                     .map(|b| InputError::NoLabels { position: b as u64 }),
-                EntityLoss::BinaryCrossEntropy { .. } | EntityLoss::SelfAdversarial { .. } => None,
+                EntityLoss::BinaryCrossEntropy { .. }
+                | EntityLoss::SelfAdversarial { .. }
+                | EntityLoss::Margin { .. } => None,
             });
         agree_on_input(self.comm, verdict)?;
         if let Some(shared) = negatives {
@@ -220,6 +224,20 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             if !(temperature > 0.0 && temperature.is_finite()) {
                 return Err(ShardError::Unsupported(format!(
                     "a self-adversarial temperature of {temperature} (it must be > 0)"
+                )));
+            }
+        }
+        if let EntityLoss::Margin { margin } = loss {
+            if !local {
+                return Err(ShardError::Unsupported(
+                    "margin ranking needs shared negatives without batch negatives (it ranks \
+                     each query's true tails, scored apart, against its negatives)"
+                        .into(),
+                ));
+            }
+            if !(margin >= 0.0 && margin.is_finite()) {
+                return Err(ShardError::Unsupported(format!(
+                    "a margin of {margin} (it must be ≥ 0 and finite)"
                 )));
             }
         }
@@ -471,6 +489,60 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                     (positive_loss, positive_grads) = positives.logistic(1.0 / total as f64);
                 }
                 1.0 / total as f64
+            }
+            EntityLoss::Margin { margin } => {
+                // Each query's positives, scored apart, set its thresholds `s₊ − γ`; the kernel
+                // compares every negative with each, and the violations it counts are the
+                // positives' gradients. The mean over each query's (positive, negative) pairs.
+                let scale = (1.0 / (total as f64 * entities as f64)) as f32;
+                let positives = positives
+                    .as_ref()
+                    .expect("margin ranking scores each rank's own queries (checked above)");
+                let (k, thresholds, weights) = positives.margin_thresholds(margin, queries.padded);
+                let thresholds = client.create(Bytes::from_elems(thresholds));
+                let weights = client.create(Bytes::from_elems(weights));
+                let epilogue = ScoreEpilogue::Scores;
+                let mut sums = Vec::new();
+                let mut counted = Vec::new();
+                for (i, range) in blocks.iter().enumerate() {
+                    let (rows, b) = (range.len(), block(range));
+                    let out = dense.score_buffer(rows, &queries);
+                    let stats = dense.stats_buffer(epilogue, rows, &queries);
+                    dense.scores(&queries, &b, &out, &stats, epilogue, 1.0, 0.0);
+                    let grads = dense.score_buffer(rows, &queries);
+                    let (_, counts_len, loss_len) = dense.margin_lens(rows, &queries, k);
+                    let counts = client.empty(counts_len.max(1) * 4);
+                    let loss = client.empty(loss_len.max(1) * 4);
+                    dense.margin_grad(
+                        &out,
+                        &grads,
+                        rows,
+                        &queries,
+                        &thresholds,
+                        k,
+                        &weights,
+                        &counts,
+                        &loss,
+                        scale,
+                    );
+                    sums.push((loss, loss_len));
+                    counted.push((counts, counts_len));
+                    sums.push(finish(i, range, &grads, scale));
+                }
+                for (handle, len) in sums {
+                    partial += read_sum(&dense, handle, len)?;
+                }
+                // Violations per (positive, query), summed over the units and blocks.
+                let mut violations = vec![0.0f64; k * queries.padded];
+                for (handle, len) in counted {
+                    for unit in dense.read(handle, len)?.chunks(violations.len()) {
+                        for (v, &c) in violations.iter_mut().zip(unit) {
+                            *v += c as f64;
+                        }
+                    }
+                }
+                positive_grads = positives.margin(&violations, queries.padded, scale as f64);
+                1.0 / (total as f64 * entities as f64)
             }
             EntityLoss::SoftmaxCrossEntropy { .. } => {
                 let scale = 1.0 / total as f32;

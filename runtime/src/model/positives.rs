@@ -80,6 +80,52 @@ impl Positives {
         })
     }
 
+    /// The margin ranking loss's thresholds: with `k` the most positives of a query (at least
+    /// 1), `k × padded` values where `[j · padded + b]` is `s₊ − γ` of query `b`'s `j`-th
+    /// positive (in the order they were given), `+∞` past its positives; and per query the
+    /// weight `1/|positives|` (0 without any, and past the queries).
+    pub fn margin_thresholds(&self, margin: f32, padded: usize) -> (usize, Vec<f32>, Vec<f32>) {
+        let k = self.counts.iter().copied().max().unwrap_or(0).max(1);
+        let mut thresholds = vec![f32::INFINITY; k * padded];
+        for (p, slot) in self.slots().into_iter().enumerate() {
+            let b = self.queries[p];
+            thresholds[slot * padded + b] = (self.scores[p] - margin as f64) as f32;
+        }
+        let mut weights: Vec<f32> = self
+            .counts
+            .iter()
+            .map(|&c| if c == 0 { 0.0 } else { 1.0 / c as f32 })
+            .collect();
+        weights.resize(padded, 0.0);
+        (k, thresholds, weights)
+    }
+
+    /// The margin ranking loss's gradients of the positives: `violations[j · padded + b]` pairs
+    /// of query `b`'s `j`-th positive with a negative violate the margin (summed over the
+    /// units and blocks), each with gradient `−scale / |positives|`.
+    pub fn margin(&self, violations: &[f64], padded: usize, scale: f64) -> Vec<f64> {
+        self.slots()
+            .into_iter()
+            .enumerate()
+            .map(|(p, slot)| {
+                let b = self.queries[p];
+                -scale * violations[slot * padded + b] / self.counts[b] as f64
+            })
+            .collect()
+    }
+
+    /// Each positive's position among its query's positives.
+    fn slots(&self) -> Vec<usize> {
+        let mut next = vec![0; self.counts.len()];
+        self.queries
+            .iter()
+            .map(|&b| {
+                next[b] += 1;
+                next[b] - 1
+            })
+            .collect()
+    }
+
     /// The summed loss and the gradients of `f(query, score, 1/|the query's positives|)`, which
     /// gives a positive's (loss, gradient).
     fn each(&self, f: impl Fn(usize, f64, f64) -> (f64, f64)) -> (f64, Vec<f64>) {

@@ -125,6 +125,13 @@ pub enum EntityLoss {
         /// The temperature α > 0.
         temperature: f32,
     },
+    /// Shared negatives only (without batch negatives): margin ranking (Bordes et al., 2013;
+    /// PyTorch-BigGraph's `ranking` loss) — per query, the mean over its distinct true tails
+    /// `s₊` and the sampled negatives `s` of `max(0, γ − s₊ + s)`; the mean over queries.
+    Margin {
+        /// The margin γ ≥ 0.
+        margin: f32,
+    },
 }
 
 impl EntityLoss {
@@ -133,7 +140,7 @@ impl EntityLoss {
         match self {
             EntityLoss::BinaryCrossEntropy { smoothing }
             | EntityLoss::SoftmaxCrossEntropy { smoothing } => smoothing,
-            EntityLoss::SelfAdversarial { .. } => 0.0,
+            EntityLoss::SelfAdversarial { .. } | EntityLoss::Margin { .. } => 0.0,
         }
     }
 }

@@ -166,7 +166,9 @@ pub struct TrainConfig {
     pub loss: Loss,
     /// Negative sampling's loss over each true triple and its corruptions; `None`: binary
     /// cross-entropy on every triple with targets 1 and 0 (smoothed), the mean over triples
-    /// (dicee's).
+    /// (dicee's). With shared negatives without batch negatives the self-adversarial logistic
+    /// loss and the margin ranking loss apply too (each query's true tails against the sample),
+    /// in place of `loss`.
     pub corruption_loss: Option<CorruptionLoss>,
     /// What KvsAll and 1vsAll steps score against: every entity, or shared negatives.
     pub negatives: Negatives,
@@ -449,6 +451,9 @@ impl<'d> Trainer<'d> {
                         }),
                         Negatives::Shared { .. },
                     ) => EntityLoss::SelfAdversarial { temperature },
+                    (Some(CorruptionLoss::Margin { margin }), Negatives::Shared { .. }) => {
+                        EntityLoss::Margin { margin }
+                    }
                     _ => c.loss.with_smoothing(c.label_smoothing),
                 };
                 match c.negatives {

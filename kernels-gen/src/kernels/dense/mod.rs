@@ -10,6 +10,7 @@
 //! | [`scores::dense_scores()`] | `S = W·Qᵀ`, then a loss epilogue in lanes | queries |
 //! | [`softmax::softmax_grad()`] | `G = scale·(exp(S − lse) − off)` in place | queries |
 //! | [`adversarial::adversarial_grad()`] | `G = scale·exp(αS − lse)·σ(S)` in place (self-adversarial) | queries |
+//! | [`margin::margin_grad()`] | `G = scale·w·Σₖ [S > tₖ]` (margin ranking against each positive), violations counted | queries |
 //! | [`labels::label_corrections()`] | `G[e, b] −= scale·y`, loss `−y·s` for each label | dim |
 //! | [`table_grad::dense_table_grad()`] | `∂W = G·Q` | dim |
 //! | [`query_grad::dense_query_grad()`] | `∂Q = Gᵀ·W` (on the `cpu` runtime, with the softmax gradient and its label corrections made in place first) | queries |
@@ -33,6 +34,8 @@ pub mod adversarial;
 pub mod count;
 #[allow(missing_docs)]
 pub mod labels;
+#[allow(missing_docs)]
+pub mod margin;
 #[allow(missing_docs)]
 pub mod query_grad;
 #[allow(missing_docs)]
