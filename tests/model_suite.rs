@@ -568,6 +568,25 @@ pub fn check_adversarial_step<S: ScoringFunction>(
     });
 }
 
+/// One SGD step of the logistic loss against shared negatives (without batch negatives), over
+/// 1, 2, 3 and 7 ranks, equals the host's step: per query, the mean `softplus(−s)` of its
+/// distinct true tails plus the mean `softplus(s)` of the distinct negatives (PyTorch-BigGraph's
+/// logistic loss); the mean over queries.
+pub fn check_logistic_step<S: ScoringFunction>(
+    backend: Backend,
+    reference: Score,
+    negatives: &[u32],
+) {
+    let softplus = |x: f64| x.max(0.0) + (-x.abs()).exp().ln_1p();
+    let loss = rowshard::EntityLoss::BinaryCrossEntropy { smoothing: 0.0 };
+    check_sample_loss_step::<S>(backend, reference, negatives, loss, |_, _| {
+        Box::new(move |pos: &[f64], neg: &[f64]| {
+            pos.iter().map(|&s| softplus(-s)).sum::<f64>() / pos.len() as f64
+                + neg.iter().map(|&s| softplus(s)).sum::<f64>() / neg.len() as f64
+        })
+    });
+}
+
 /// One SGD step of the margin ranking loss against shared negatives (without batch negatives),
 /// over 1, 2, 3 and 7 ranks, equals the host's step: per query, the mean over its distinct true
 /// tails `s₊` and the distinct negatives `s` of `max(0, γ − s₊ + s)`; the mean over queries.

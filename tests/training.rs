@@ -22,8 +22,8 @@ use rowshard::train::{
 use rowshard::{IdLists, ShardedModel, TrainBatch};
 use rowshard_kernels::Backend;
 use rowshard_tests::model_suite::{
-    check_adversarial_step, check_kvsall_step, check_margin_step, check_shared_negatives_step,
-    check_softmax_step, check_triples_step, sgd_spec,
+    check_adversarial_step, check_kvsall_step, check_logistic_step, check_margin_step,
+    check_shared_negatives_step, check_softmax_step, check_triples_step, sgd_spec,
 };
 use rowshard_tests::scores;
 
@@ -59,6 +59,24 @@ fn a_margin_ranking_shared_negatives_step_is_the_host_step_on_every_rank_count()
     check_margin_step::<DistMult>(Backend::Cpu, scores::distmult, &negatives, 0.0);
     check_margin_step::<TransESq>(Backend::Cpu, scores::transe_sq, &negatives, 1.0);
     check_margin_step::<RotatESq>(Backend::Cpu, scores::rotate_sq, &negatives, 100.0);
+}
+
+#[test]
+fn a_logistic_shared_negatives_step_is_the_host_step_on_every_rank_count() {
+    let negatives = [1, 1, 6, 10, 16, 19];
+    check_logistic_step::<ComplEx>(Backend::Cpu, scores::complex, &negatives);
+    check_logistic_step::<RotatESq>(Backend::Cpu, scores::rotate_sq, &negatives);
+}
+
+/// Scores the dense kernels cannot take (plain distances) are scored pair by pair against
+/// shared negatives, with every loss.
+#[test]
+fn a_shared_negatives_step_of_a_plain_distance_is_the_host_step_on_every_rank_count() {
+    let negatives = [1, 1, 6, 10, 16, 19];
+    check_logistic_step::<TransE>(Backend::Cpu, scores::transe, &negatives);
+    check_adversarial_step::<RotatE>(Backend::Cpu, scores::rotate, &negatives, 1.0);
+    check_margin_step::<TransE>(Backend::Cpu, scores::transe, &negatives, 2.0);
+    check_shared_negatives_step::<RotatE>(Backend::Cpu, scores::rotate, 0.0, &negatives, false);
 }
 
 #[test]

@@ -42,17 +42,24 @@ impl<'a> Plan<'a> {
             rowshard::model::check_dim::<S>(dim as usize)?;
             settings.dim = dim as usize;
         }
-        if let (Mode::KvsAll | Mode::OneVsAll, Err(why)) =
-            (mode, rowshard::model::dense_form::<S>(settings.dim))
-        {
+        // Shared negatives without batch negatives score pair by pair where the dense kernels
+        // cannot (slower, and without dropout or regularisers).
+        let per_pair = matches!(args.negatives, Negatives::Shared { batch: false, .. });
+        if let (Mode::KvsAll | Mode::OneVsAll, Err(why), false) = (
+            mode,
+            rowshard::model::dense_form::<S>(settings.dim),
+            per_pair,
+        ) {
             let label = if mode == Mode::KvsAll {
                 "KvsAll"
             } else {
                 "1vsAll"
             };
-            return Err(
-                format!("{name} cannot train with {label}: {why}; use --mode negsample").into(),
-            );
+            return Err(format!(
+                "{name} cannot train with {label}: {why}; use --mode negsample, or shared \
+                     negatives without batch negatives (--negatives uniform:N, scored pair by pair)"
+            )
+            .into());
         }
         if let Some(dtype) = args.dtype {
             settings.dtype = dtype;

@@ -241,10 +241,18 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 )));
             }
         }
+        if let (None, Some(shared)) = (&self.dense, negatives.filter(|_| local)) {
+            // A score the dense kernels cannot take, scored pair by pair (`per_pair.rs`).
+            let mut sample = shared.ids.to_vec();
+            sample.sort_unstable();
+            sample.dedup();
+            return self.train_per_pair(heads, relations, labels, loss, &sample);
+        }
         let Some(dense) = self.dense.clone() else {
             return Err(ShardError::Unsupported(format!(
-                "training {} against every entity (KvsAll, 1vsAll) or shared negatives: {}; \
-                 train it with negative sampling",
+                "training {} against every entity (KvsAll, 1vsAll) or shared negatives with \
+                 batch negatives: {}; train it with negative sampling, or shared negatives \
+                 without batch negatives (scored pair by pair)",
                 S::NAME,
                 self.not_dense()
             )));

@@ -17,6 +17,7 @@ mod dropout;
 #[doc(hidden)]
 pub mod host;
 mod id_lists;
+mod per_pair;
 mod positives;
 mod rank;
 mod regularize;

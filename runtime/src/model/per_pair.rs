@@ -1,0 +1,236 @@
+//! Shared negatives for scores that the dense kernels cannot take — neither linear nor quadratic
+//! in the tail, as TransE's and RotatE's plain distances: every (query, candidate) pair goes
+//! through the scoring function's own forward and backward kernels.
+//!
+//! Correct, and slower: a step scores `queries × (true tails + negatives)` pairs one at a time,
+//! each reading its head, relation and candidate rows, where the dense kernels run one product
+//! over the sample. What it shares with the dense step without batch negatives: each rank scores
+//! its own queries against the whole sample, each row (head, true tail, negative) is looked up
+//! once, and the losses are the same per query (computed here in `f64` from the scores).
+
+use cubecl::bytes::Bytes;
+
+use super::id_lists::IdLists;
+use super::scoring::ScoringFunction;
+use super::sharded_model::ShardedModel;
+use super::train::{EntityLoss, StepReport};
+use crate::agree::{all_values, sum_f64};
+use crate::error::ShardError;
+
+/// Pairs scored per launch: bounds the step's buffers (at dim 128 about 100 MB of gradients).
+const PAIRS: usize = 1 << 16;
+
+/// `log(1 + eˣ)`, stable for large `|x|`.
+fn softplus(x: f64) -> f64 {
+    x.max(0.0) + (-x.abs()).exp().ln_1p()
+}
+
+/// `σ(x)`, stable for large `|x|`.
+fn sigmoid(x: f64) -> f64 {
+    let e = (-x.abs()).exp();
+    if x >= 0.0 {
+        1.0 / (1.0 + e)
+    } else {
+        e / (1.0 + e)
+    }
+}
+
+/// The loss of one query over the scores `pos` of its true tails and `neg` of the sample, as the
+/// dense step defines it ([`EntityLoss`] on shared negatives without batch negatives), and its
+/// gradient with respect to each score into `grads` (`pos`'s, then `neg`'s).
+fn query_loss(loss: EntityLoss, pos: &[f64], neg: &[f64], grads: &mut [f64]) -> f64 {
+    let (dpos, dneg) = grads.split_at_mut(pos.len());
+    let share = 1.0 / pos.len().max(1) as f64;
+    let logistic_positives = |dpos: &mut [f64]| {
+        for (g, &s) in dpos.iter_mut().zip(pos) {
+            *g = (sigmoid(s) - 1.0) * share;
+        }
+        pos.iter().map(|&s| softplus(-s)).sum::<f64>() * share
+    };
+    match loss {
+        EntityLoss::BinaryCrossEntropy { .. } => {
+            let mean = 1.0 / neg.len().max(1) as f64;
+            for (g, &s) in dneg.iter_mut().zip(neg) {
+                *g = sigmoid(s) * mean;
+            }
+            logistic_positives(dpos) + neg.iter().map(|&s| softplus(s)).sum::<f64>() * mean
+        }
+        EntityLoss::SelfAdversarial { temperature } => {
+            let alpha = temperature as f64;
+            let top = neg.iter().fold(f64::NEG_INFINITY, |m, &s| m.max(s));
+            let weights: Vec<f64> = neg.iter().map(|&s| (alpha * (s - top)).exp()).collect();
+            let sum: f64 = weights.iter().sum();
+            let mut total = logistic_positives(dpos);
+            for ((g, &s), w) in dneg.iter_mut().zip(neg).zip(&weights) {
+                let p = w / sum;
+                *g = p * sigmoid(s);
+                total += p * softplus(s);
+            }
+            total
+        }
+        EntityLoss::SoftmaxCrossEntropy { .. } => {
+            let top = pos
+                .iter()
+                .chain(neg)
+                .fold(f64::NEG_INFINITY, |m, &s| m.max(s));
+            let sum: f64 = pos.iter().chain(neg).map(|&s| (s - top).exp()).sum();
+            let lse = top + sum.ln();
+            for (g, &s) in grads.iter_mut().zip(pos.iter().chain(neg)) {
+                *g = (s - lse).exp();
+            }
+            for g in &mut grads[..pos.len()] {
+                *g -= share;
+            }
+            lse - pos.iter().sum::<f64>() * share
+        }
+        EntityLoss::Margin { margin } => {
+            let weight = share / neg.len().max(1) as f64;
+            grads.iter_mut().for_each(|g| *g = 0.0);
+            let (dpos, dneg) = grads.split_at_mut(pos.len());
+            let mut total = 0.0;
+            for (gp, &p) in dpos.iter_mut().zip(pos) {
+                for (gn, &s) in dneg.iter_mut().zip(neg) {
+                    let violation = margin as f64 - p + s;
+                    if violation > 0.0 {
+                        total += violation * weight;
+                        *gp -= weight;
+                        *gn += weight;
+                    }
+                }
+            }
+            total
+        }
+    }
+}
+
+impl<S: ScoringFunction> ShardedModel<'_, S> {
+    /// One step of `loss` on this rank's queries against their true tails and the shared
+    /// `sample` (distinct global ids), pair by pair; the input is checked already. A
+    /// collective.
+    pub(super) fn train_per_pair(
+        &mut self,
+        heads: &[u32],
+        relations: &[u32],
+        labels: &IdLists,
+        loss: EntityLoss,
+        sample: &[u32],
+    ) -> Result<StepReport, ShardError> {
+        if self.dropout != (0.0, 0.0)
+            || !(self.regularization.entities.is_none() && self.regularization.relations.is_none())
+        {
+            return Err(ShardError::Unsupported(format!(
+                "dropout or a regulariser with shared negatives for {}, whose score the dense \
+                 kernels cannot take ({}); it trains pair by pair, without them",
+                S::NAME,
+                self.not_dense()
+            )));
+        }
+        let n = heads.len();
+        let total: u64 = all_values(self.comm, n as u64)?.iter().sum();
+        if total == 0 {
+            return Ok(StepReport {
+                loss: 0.0,
+                examples: 0,
+            });
+        }
+        let dim = self.spec.settings.dim;
+        let rdim = self.relation_dim;
+        // Rows: the heads, each query's distinct true tails, the sample — each looked up once.
+        let (owners, positives) = labels.distinct();
+        let (first_positive, first_sample) = (n, n + positives.len());
+        let ids: Vec<u32> = heads
+            .iter()
+            .chain(&positives)
+            .chain(sample)
+            .copied()
+            .collect();
+        let ent = self.kernels.upload_f32(self.entities.lookup(&ids)?);
+        let rel = self.relation_rows();
+        // Pairs, query by query: its true tails, then the sample (positions into the rows).
+        let mut per_query = vec![0usize; n];
+        for &b in &owners {
+            per_query[b] += 1;
+        }
+        let mut tails = Vec::with_capacity(n * sample.len() + positives.len());
+        let mut queries = Vec::with_capacity(tails.capacity());
+        let mut positive = 0;
+        for (b, &count) in per_query.iter().enumerate() {
+            let own = first_positive + positive..first_positive + positive + count;
+            positive += count;
+            let candidates = own.chain(first_sample..first_sample + sample.len());
+            for t in candidates {
+                tails.push(t as u32);
+                queries.push(b as u32);
+            }
+        }
+        let launches: Vec<_> = (0..tails.len())
+            .step_by(PAIRS)
+            .map(|at| {
+                let range = at..(at + PAIRS).min(tails.len());
+                let pair_relations: Vec<u32> = queries[range.clone()]
+                    .iter()
+                    .map(|&b| relations[b as usize])
+                    .collect();
+                let triples = self.kernels.upload_triples(
+                    &queries[range.clone()],
+                    &pair_relations,
+                    &tails[range],
+                );
+                let scores = self.kernels.forward(&ent, &rel, &triples);
+                (triples, scores)
+            })
+            .collect();
+        let mut scores = Vec::with_capacity(tails.len());
+        for (triples, handle) in &launches {
+            scores.extend(self.kernels.read(handle.clone(), triples.count)?);
+        }
+        // Each query's loss and its scores' gradients (of the mean over the global batch).
+        let mut upstream = vec![0.0f32; tails.len()];
+        let mut loss_sum = 0.0;
+        let mut at = 0;
+        for &count in &per_query {
+            let pairs = count + sample.len();
+            let s: Vec<f64> = scores[at..at + pairs].iter().map(|&x| x as f64).collect();
+            let mut g = vec![0.0; pairs];
+            loss_sum += query_loss(loss, &s[..count], &s[count..], &mut g);
+            for (u, g) in upstream[at..at + pairs].iter_mut().zip(g) {
+                *u = (g / total as f64) as f32;
+            }
+            at += pairs;
+        }
+        // Back through the scoring function; every pair's gradients summed into its rows.
+        let mut row_grads = vec![0.0f32; ids.len() * dim];
+        let mut relation_grads = vec![0.0f32; n * rdim];
+        for (i, (triples, _)) in launches.iter().enumerate() {
+            let first = i * PAIRS;
+            let count = triples.count;
+            let up = &upstream[first..first + count];
+            let up = self.kernels.client().create(Bytes::from_elems(up.to_vec()));
+            let [dh, dr, dt] = self.kernels.backward(&ent, &rel, triples, &up);
+            let (dh, dt) = (
+                self.kernels.read(dh, count * dim)?,
+                self.kernels.read(dt, count * dim)?,
+            );
+            let dr = self.kernels.read(dr, count * rdim)?;
+            for p in 0..count {
+                let (b, t) = (queries[first + p] as usize, tails[first + p] as usize);
+                let add = |into: &mut [f32], from: &[f32]| {
+                    into.iter_mut().zip(from).for_each(|(a, &x)| *a += x);
+                };
+                add(&mut row_grads[b * dim..][..dim], &dh[p * dim..][..dim]);
+                add(&mut row_grads[t * dim..][..dim], &dt[p * dim..][..dim]);
+                add(
+                    &mut relation_grads[b * rdim..][..rdim],
+                    &dr[p * rdim..][..rdim],
+                );
+            }
+        }
+        let lr = self.spec.settings.entity.lr as f32;
+        self.entities.apply_gradients(&ids, &row_grads, lr)?;
+        self.apply_relation_gradients(relations, &relation_grads)?;
+        Ok(StepReport {
+            loss: sum_f64(self.comm, loss_sum)? / total as f64,
+            examples: total,
+        })
+    }
+}
