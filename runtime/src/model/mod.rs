@@ -10,6 +10,7 @@
 
 mod all_entities;
 mod augmented;
+mod candidate_losses;
 mod candidates;
 mod corruptions;
 mod dense_inputs;

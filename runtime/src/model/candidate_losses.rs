@@ -1,0 +1,458 @@
+//! The losses of a step that scores queries against candidate rows with the dense kernels
+//! (`all_entities.rs`): per loss, the launches over each block of rows — scores, the loss's
+//! gradient, the true entities' corrections from the label lists, the table and query gradients —
+//! and this rank's part of the loss.
+//!
+//! Binary cross-entropy is fused into the score tiles. The softmax cross-entropy and the
+//! self-adversarial weights need each query's log-sum-exp first: a score pass keeps per query
+//! (max, Σ exp, Σ s), the ranks combine them (or, where each rank scores its own queries, each
+//! keeps its own), and a second pass makes the gradient. Margin ranking compares each score
+//! with thresholds from the query's true tails, scored apart (`positives.rs`).
+
+use std::ops::Range;
+
+use cubecl::bytes::Bytes;
+use cubecl::server::Handle;
+use rowshard_kernels::dense_set::{
+    DenseKernels, DeviceQueries, SoftmaxGradient, TableBlock, combine_softmax_stats,
+};
+use rowshard_kernels::kernels::dense::ScoreEpilogue;
+
+use super::candidates::Candidates;
+use super::id_lists::IdLists;
+use super::positives::Positives;
+use super::train::EntityLoss;
+use crate::comm::{Communicator, from_bytes, to_bytes};
+use crate::error::ShardError;
+
+/// The true entities of every query that lie in one rank's shard, per block of its rows: the
+/// label lists turned into what [`DenseKernels::label_corrections`] reads.
+pub(super) struct BlockLabels {
+    /// Block-relative row of each label.
+    pub rows: Vec<u32>,
+    /// Query of each label.
+    queries: Vec<u32>,
+    /// `y − off` of each label.
+    excess: Vec<f32>,
+}
+
+/// Splits every query's true entities (deduplicated) that this rank scores into `blocks` of
+/// candidate rows; `row` maps a global id to its candidate row on this rank (`None`: another
+/// rank's). Each label gets its target excess over `off`: `1 − ε` for binary cross-entropy,
+/// `(1 − ε) / |labels|` for the softmax.
+pub(super) fn block_labels(
+    labels: &IdLists,
+    row: impl Fn(u32) -> Option<u32>,
+    blocks: &[Range<usize>],
+    loss: EntityLoss,
+) -> Vec<BlockLabels> {
+    let keep = 1.0 - loss.smoothing();
+    let (queries, ids) = labels.distinct();
+    let mut counts = vec![0usize; labels.len()];
+    for &b in &queries {
+        counts[b] += 1;
+    }
+    let mut mine: Vec<(u32, u32, f32)> = queries
+        .iter()
+        .zip(&ids)
+        .filter_map(|(&b, &id)| {
+            let excess = match loss {
+                EntityLoss::BinaryCrossEntropy { .. }
+                | EntityLoss::SelfAdversarial { .. }
+                | EntityLoss::Margin { .. } => keep,
+                EntityLoss::SoftmaxCrossEntropy { .. } => keep / counts[b] as f32,
+            };
+            row(id).map(|r| (r, b as u32, excess))
+        })
+        .collect();
+    mine.sort_unstable_by_key(|&(row, query, _)| (row, query));
+    let mut out: Vec<BlockLabels> = blocks
+        .iter()
+        .map(|_| BlockLabels {
+            rows: Vec::new(),
+            queries: Vec::new(),
+            excess: Vec::new(),
+        })
+        .collect();
+    let block_rows = blocks.first().map_or(1, |b| b.len().max(1));
+    for (row, query, excess) in mine {
+        let block = row as usize / block_rows;
+        let part = &mut out[block];
+        part.rows.push(row - blocks[block].start as u32);
+        part.queries.push(query);
+        part.excess.push(excess);
+    }
+    out
+}
+
+/// Per query, the log-sum-exp of its scores from `(max, Σ exp(s − max))`: this rank's own
+/// (`mine`: each rank scores its own queries against every candidate), or over every rank's
+/// shard, combined in rank order so every rank gets the same values.
+fn log_sum_exp(
+    comm: &dyn Communicator,
+    local: &[[f64; 3]],
+    mine: bool,
+) -> Result<Vec<f64>, ShardError> {
+    if mine {
+        return Ok(local
+            .iter()
+            .map(|&[max, sum, _]| {
+                if max == f64::NEG_INFINITY {
+                    max // nothing scored (an empty sample)
+                } else {
+                    max + sum.ln()
+                }
+            })
+            .collect());
+    }
+    let mine: Vec<f64> = local.iter().flat_map(|s| [s[0], s[1]]).collect();
+    let parts: Vec<Vec<f64>> = comm
+        .all_gather(&to_bytes(&mine))?
+        .iter()
+        .map(|p| from_bytes::<f64>(p))
+        .collect();
+    Ok((0..local.len())
+        .map(|b| {
+            let max = parts
+                .iter()
+                .map(|p| p[2 * b])
+                .fold(f64::NEG_INFINITY, f64::max);
+            if max == f64::NEG_INFINITY {
+                return max; // no rank scored anything (an empty sample)
+            }
+            let sum: f64 = parts
+                .iter()
+                .map(|p| p[2 * b + 1] * (p[2 * b] - max).exp())
+                .sum();
+            max + sum.ln()
+        })
+        .collect())
+}
+
+/// The sum of a buffer of `len` `f32` values, read back.
+fn read_sum(dense: &DenseKernels, handle: Handle, len: usize) -> Result<f64, ShardError> {
+    Ok(dense.read(handle, len)?.iter().map(|&x| x as f64).sum())
+}
+
+/// One rank's dense pass of a step: its scored queries against its candidates' blocks of rows,
+/// and the buffers the gradients go to.
+pub(super) struct CandidateScoring<'a> {
+    pub dense: &'a DenseKernels,
+    pub comm: &'a dyn Communicator,
+    /// The queries scored (this rank's, or everyone's), uploaded; `q` as a host copy.
+    pub queries: &'a DeviceQueries,
+    pub q: &'a [f32],
+    pub candidates: &'a Candidates,
+    /// Blocks of candidate rows, and the true entities' labels in each.
+    pub blocks: &'a [Range<usize>],
+    pub targets: &'a [BlockLabels],
+    /// The candidates' gradient (`∂W`) and the scored queries' (`∂Q`).
+    pub dw: &'a Handle,
+    pub dq: &'a Handle,
+    /// Queries in the global batch: the losses' mean.
+    pub total: usize,
+    /// Whether each rank scores only its own queries (its log-sum-exps are its own).
+    pub local: bool,
+    /// The dense kernels' row width.
+    pub width: usize,
+}
+
+/// A rank's part of a step's loss: `partial` (before the mean's `scale`) plus `positive_loss`
+/// (already scaled), and the gradients of the true tails scored apart, if any.
+pub(super) struct LossParts {
+    pub partial: f64,
+    pub scale: f64,
+    pub positive_loss: f64,
+    pub positive_grads: Vec<f64>,
+}
+
+impl CandidateScoring<'_> {
+    /// Runs `loss` over every block; `positives` are the queries' true tails scored apart
+    /// (shared negatives without batch negatives).
+    pub fn run(
+        &self,
+        loss: EntityLoss,
+        positives: Option<&Positives>,
+    ) -> Result<LossParts, ShardError> {
+        match loss {
+            EntityLoss::BinaryCrossEntropy { smoothing } => self.bce(smoothing, positives),
+            EntityLoss::SelfAdversarial { temperature } => self.adversarial(temperature, positives),
+            EntityLoss::SoftmaxCrossEntropy { smoothing } => self.softmax(smoothing, positives),
+            EntityLoss::Margin { margin } => {
+                let positives = positives
+                    .expect("margin ranking scores each rank's own queries (checked before)");
+                self.margin(margin, positives)
+            }
+        }
+    }
+
+    /// Candidates every query is scored against, over all ranks: the `N` of the means.
+    fn entities(&self) -> usize {
+        self.candidates.global.max(1)
+    }
+
+    /// Rows `range` of the candidates, for the kernels.
+    fn block(&self, range: &Range<usize>) -> TableBlock<'_> {
+        TableBlock {
+            table: &self.candidates.table,
+            table_len: self.candidates.count * self.width,
+            first: range.start,
+            rows: range.len(),
+        }
+    }
+
+    /// Block `i`'s label corrections into `grads` (the loss's gradient of its scores), then its
+    /// table and query gradients; returns the labels' loss buffer and its length.
+    fn finish(
+        &self,
+        i: usize,
+        range: &Range<usize>,
+        grads: &Handle,
+        scale: f32,
+    ) -> (Handle, usize) {
+        let (dense, queries) = (self.dense, self.queries);
+        let t = &self.targets[i];
+        let labels = dense.upload_labels(&t.rows, &t.queries, &t.excess);
+        let label_loss = dense.label_loss_buffer(&labels);
+        let b = self.block(range);
+        dense.label_corrections(queries, &b, grads, &labels, &label_loss, scale);
+        dense.table_grad(queries, &b, grads, self.dw);
+        dense.query_grad(grads, &b, queries, self.dq, i > 0);
+        (label_loss, dense.label_loss_len(&labels))
+    }
+
+    /// [`Self::finish`] for the softmax cross-entropy where its gradient is made inside the query
+    /// gradient's launch: `scores` become the gradient there, and the table gradient follows.
+    fn finish_softmax(
+        &self,
+        i: usize,
+        range: &Range<usize>,
+        scores: &Handle,
+        softmax: &SoftmaxGradient,
+    ) -> (Handle, usize) {
+        let (dense, queries) = (self.dense, self.queries);
+        let t = &self.targets[i];
+        let labels = dense.upload_labels(&t.rows, &t.queries, &t.excess);
+        let label_loss = dense.label_loss_buffer(&labels);
+        let b = self.block(range);
+        dense.softmax_query_grad(scores, &b, queries, self.dq, i > 0, softmax, &labels);
+        dense.label_loss(queries, &b, &labels, &label_loss);
+        dense.table_grad(queries, &b, scores, self.dw);
+        (label_loss, dense.label_loss_len(&labels))
+    }
+
+    /// Every block's scores of `scored` (the queries, or scaled ones) with the softmax
+    /// epilogue, and per query this rank's (max, Σ exp(s − max), Σ s).
+    fn softmax_pieces(
+        &self,
+        scored: &DeviceQueries,
+    ) -> Result<(Vec<Handle>, Vec<[f64; 3]>), ShardError> {
+        let (dense, queries) = (self.dense, self.queries);
+        let epilogue = ScoreEpilogue::SoftmaxStats;
+        let mut scores = Vec::with_capacity(self.blocks.len());
+        let mut stats = Vec::new();
+        for range in self.blocks {
+            let out = dense.score_buffer(range.len(), queries);
+            let s = dense.stats_buffer(epilogue, range.len(), queries);
+            dense.scores(scored, &self.block(range), &out, &s, epilogue, 1.0, 0.0);
+            let len = dense.stats_len(epilogue, range.len(), queries);
+            stats.extend(dense.read(s, len)?);
+            scores.push(out);
+        }
+        let shard = if stats.is_empty() {
+            vec![[f64::NEG_INFINITY, 0.0, 0.0]; queries.count]
+        } else {
+            combine_softmax_stats(&stats, queries.padded, queries.count)
+        };
+        Ok((scores, shard))
+    }
+
+    /// A value per query on the device, padded.
+    fn upload_padded(&self, values: &[f64]) -> Handle {
+        let mut padded: Vec<f32> = values.iter().map(|&x| x as f32).collect();
+        padded.resize(self.queries.padded, 0.0);
+        self.upload(padded)
+    }
+
+    fn upload(&self, values: Vec<f32>) -> Handle {
+        self.dense.client().create(Bytes::from_elems(values))
+    }
+
+    /// Binary cross-entropy, fused into the score tiles; the true tails scored apart take the
+    /// logistic loss's part.
+    fn bce(&self, smoothing: f32, positives: Option<&Positives>) -> Result<LossParts, ShardError> {
+        let (dense, queries) = (self.dense, self.queries);
+        let entities = self.entities();
+        let scale = (1.0 / (self.total as f64 * entities as f64)) as f32;
+        let off = smoothing / entities as f32;
+        let epilogue = ScoreEpilogue::BinaryCrossEntropy;
+        let mut losses = Vec::new();
+        let mut sums = Vec::new();
+        for (i, range) in self.blocks.iter().enumerate() {
+            let grads = dense.score_buffer(range.len(), queries);
+            let stats = dense.stats_buffer(epilogue, range.len(), queries);
+            let b = self.block(range);
+            dense.scores(queries, &b, &grads, &stats, epilogue, scale, off);
+            losses.push((stats, range.len()));
+            sums.push(self.finish(i, range, &grads, scale));
+        }
+        let mut partial = 0.0;
+        for (stats, rows) in losses {
+            partial += dense.bce_loss(stats, rows, queries)?;
+        }
+        for (handle, len) in sums {
+            partial += read_sum(dense, handle, len)?;
+        }
+        let (positive_loss, positive_grads) = positives
+            .map(|p| p.logistic(1.0 / self.total as f64))
+            .unwrap_or_default();
+        Ok(LossParts {
+            partial,
+            scale: 1.0 / (self.total as f64 * entities as f64),
+            positive_loss,
+            positive_grads,
+        })
+    }
+
+    /// The self-adversarial logistic loss: scores of `α·q` give the softmax's pieces of `α·s`,
+    /// and a kernel turns them into `p·σ(s)`. The positives' part is the logistic loss's, on
+    /// the host.
+    fn adversarial(
+        &self,
+        temperature: f32,
+        positives: Option<&Positives>,
+    ) -> Result<LossParts, ShardError> {
+        let (dense, queries) = (self.dense, self.queries);
+        let scale = 1.0 / self.total as f32;
+        let scaled: Vec<f32> = self.q.iter().map(|&x| x * temperature).collect();
+        let (scores, shard) = self.softmax_pieces(&dense.upload_queries(&scaled, queries.count))?;
+        let lse = self.upload_padded(&log_sum_exp(self.comm, &shard, self.local)?);
+        let mut sums = Vec::new();
+        for (i, (range, out)) in self.blocks.iter().zip(&scores).enumerate() {
+            let rows = range.len();
+            let loss = dense.adversarial_loss_buffer(rows, queries);
+            let len = dense.adversarial_loss_len(rows, queries);
+            dense.adversarial_grad(out, rows, queries, &lse, &loss, temperature, scale);
+            sums.push((loss, len));
+            sums.push(self.finish(i, range, out, scale));
+        }
+        let mut partial = 0.0;
+        for (handle, len) in sums {
+            partial += read_sum(dense, handle, len)?;
+        }
+        let (positive_loss, positive_grads) = positives
+            .map(|p| p.logistic(1.0 / self.total as f64))
+            .unwrap_or_default();
+        Ok(LossParts {
+            partial,
+            scale: 1.0 / self.total as f64,
+            positive_loss,
+            positive_grads,
+        })
+    }
+
+    /// Margin ranking: each query's true tails, scored apart, set its thresholds `s₊ − γ`; the
+    /// kernel compares every negative with each, and the violations it counts are the true
+    /// tails' gradients. The mean over each query's (true tail, negative) pairs.
+    fn margin(&self, margin: f32, positives: &Positives) -> Result<LossParts, ShardError> {
+        let (dense, queries) = (self.dense, self.queries);
+        let entities = self.entities();
+        let scale = (1.0 / (self.total as f64 * entities as f64)) as f32;
+        let (k, thresholds, weights) = positives.margin_thresholds(margin, queries.padded);
+        let (thresholds, weights) = (self.upload(thresholds), self.upload(weights));
+        let epilogue = ScoreEpilogue::Scores;
+        let mut sums = Vec::new();
+        let mut counted = Vec::new();
+        for (i, range) in self.blocks.iter().enumerate() {
+            let (rows, b) = (range.len(), self.block(range));
+            let out = dense.score_buffer(rows, queries);
+            let stats = dense.stats_buffer(epilogue, rows, queries);
+            dense.scores(queries, &b, &out, &stats, epilogue, 1.0, 0.0);
+            let grads = dense.score_buffer(rows, queries);
+            let (_, counts_len, loss_len) = dense.margin_lens(rows, queries, k);
+            let client = dense.client();
+            let counts = client.empty(counts_len.max(1) * 4);
+            let loss = client.empty(loss_len.max(1) * 4);
+            let (t, w) = (&thresholds, &weights);
+            dense.margin_grad(&out, &grads, rows, queries, t, k, w, &counts, &loss, scale);
+            sums.push((loss, loss_len));
+            counted.push((counts, counts_len));
+            sums.push(self.finish(i, range, &grads, scale));
+        }
+        let mut partial = 0.0;
+        for (handle, len) in sums {
+            partial += read_sum(dense, handle, len)?;
+        }
+        // Violations per (true tail, query), summed over the units and blocks.
+        let mut violations = vec![0.0f64; k * queries.padded];
+        for (handle, len) in counted {
+            for unit in dense.read(handle, len)?.chunks(violations.len()) {
+                for (v, &c) in violations.iter_mut().zip(unit) {
+                    *v += c as f64;
+                }
+            }
+        }
+        Ok(LossParts {
+            partial,
+            scale: 1.0 / (self.total as f64 * entities as f64),
+            positive_loss: 0.0,
+            positive_grads: positives.margin(&violations, queries.padded, scale as f64),
+        })
+    }
+
+    /// The softmax cross-entropy: the log-sum-exp of each query over every rank's candidates
+    /// (and its true tails scored apart), then the gradient — made inside the query gradient's
+    /// launch where the runtime fuses it.
+    fn softmax(
+        &self,
+        smoothing: f32,
+        positives: Option<&Positives>,
+    ) -> Result<LossParts, ShardError> {
+        let (dense, queries) = (self.dense, self.queries);
+        let scale = 1.0 / self.total as f32;
+        let off = smoothing / self.entities() as f32;
+        let (scores, shard) = self.softmax_pieces(queries)?;
+        let mut lse = log_sum_exp(self.comm, &shard, self.local)?;
+        let (mut positive_loss, mut positive_grads) = (0.0, Vec::new());
+        if let Some(positives) = positives {
+            // Each query's positives join its sample's log-sum-exp (the positives are
+            // scored apart only where each rank scores its own queries).
+            for (l, p) in lse.iter_mut().zip(positives.log_sum_exp()) {
+                let top = l.max(p);
+                *l = top + ((*l - top).exp() + (p - top).exp()).ln();
+            }
+            let (l, g) = positives.softmax(&lse, scale as f64);
+            (positive_loss, positive_grads) = (l * scale as f64, g);
+        }
+        let mut partial = 0.0;
+        // Every rank holds every query's log-sum-exp, or just its own queries'.
+        if self.local || self.comm.rank() == 0 {
+            partial += lse.iter().sum::<f64>();
+        }
+        partial -= off as f64 * shard.iter().map(|s| s[2]).sum::<f64>();
+        let lse = self.upload_padded(&lse);
+        let softmax = SoftmaxGradient {
+            lse: &lse,
+            scale,
+            off,
+        };
+        let mut sums = Vec::new();
+        for (i, (range, out)) in self.blocks.iter().zip(&scores).enumerate() {
+            if dense.fuses_softmax() {
+                sums.push(self.finish_softmax(i, range, out, &softmax));
+            } else {
+                dense.softmax_grad(out, range.len(), queries, &lse, scale, off);
+                sums.push(self.finish(i, range, out, scale));
+            }
+        }
+        for (handle, len) in sums {
+            partial += read_sum(dense, handle, len)?;
+        }
+        Ok(LossParts {
+            partial,
+            scale: 1.0 / self.total as f64,
+            positive_loss,
+            positive_grads,
+        })
+    }
+}
