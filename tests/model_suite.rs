@@ -411,6 +411,7 @@ fn check_softmax_against<S: ScoringFunction>(
     };
     let n = heads.len();
     let regularizer = rowshard::model::Regularizer::N3 { weight: n3 };
+    let sample = IdLists::from_lists(&[negatives.map_or(&[][..], |(ids, _)| ids)]);
     for world in [1, 2, 3, 7] {
         let (e0, r0, e1, r1) = run_step::<S>(backend, world, |model, rank, world| {
             if n3 > 0.0 {
@@ -434,11 +435,12 @@ fn check_softmax_against<S: ScoringFunction>(
                     labels,
                     loss,
                 },
-                Some((negatives, batch_negatives)) => TrainBatch::SharedNegatives {
+                Some((_, batch_negatives)) => TrainBatch::SharedNegatives {
                     heads,
                     relations,
                     labels,
-                    negatives,
+                    negatives: &sample,
+                    chunk: 0,
                     batch_negatives,
                     loss,
                 },
@@ -545,9 +547,75 @@ pub fn check_adversarial_step<S: ScoringFunction>(
     negatives: &[u32],
     temperature: f32,
 ) {
-    let softplus = |x: f64| x.max(0.0) + (-x.abs()).exp().ln_1p();
+    let (loss, query_loss) = adversarial_loss(temperature);
+    check_sample_loss_step::<S>(backend, reference, &[negatives], 0, loss, query_loss);
+}
+
+/// One SGD step of the logistic loss against shared negatives (without batch negatives), over
+/// 1, 2, 3 and 7 ranks, equals the host's step: per query, the mean `softplus(−s)` of its
+/// distinct true tails plus the mean `softplus(s)` of the distinct negatives (PyTorch-BigGraph's
+/// logistic loss); the mean over queries.
+pub fn check_logistic_step<S: ScoringFunction>(
+    backend: Backend,
+    reference: Score,
+    negatives: &[u32],
+) {
+    let (loss, query_loss) = logistic_loss();
+    check_sample_loss_step::<S>(backend, reference, &[negatives], 0, loss, query_loss);
+}
+
+/// One SGD step of the margin ranking loss against shared negatives (without batch negatives),
+/// over 1, 2, 3 and 7 ranks, equals the host's step: per query, the mean over its distinct true
+/// tails `s₊` and the distinct negatives `s` of `max(0, γ − s₊ + s)`; the mean over queries.
+pub fn check_margin_step<S: ScoringFunction>(
+    backend: Backend,
+    reference: Score,
+    negatives: &[u32],
+    margin: f32,
+) {
+    let (loss, query_loss) = margin_loss(margin);
+    check_sample_loss_step::<S>(backend, reference, &[negatives], 0, loss, query_loss);
+}
+
+/// The logistic, self-adversarial and margin steps of the checks above with the global batch in
+/// chunks of `chunk` queries, chunk `c` scored against `lists[c]` alone (PyTorch-BigGraph's
+/// chunks), over 1, 2, 3 and 7 ranks: a rank's queries meet one chunk or several.
+pub fn check_chunked_steps<S: ScoringFunction>(
+    backend: Backend,
+    reference: Score,
+    lists: &[&[u32]],
+    chunk: usize,
+) {
+    let (loss, query_loss) = logistic_loss();
+    check_sample_loss_step::<S>(backend, reference, lists, chunk, loss, query_loss);
+    let (loss, query_loss) = adversarial_loss(0.5);
+    check_sample_loss_step::<S>(backend, reference, lists, chunk, loss, query_loss);
+    let (loss, query_loss) = margin_loss(0.5);
+    check_sample_loss_step::<S>(backend, reference, lists, chunk, loss, query_loss);
+}
+
+fn softplus(x: f64) -> f64 {
+    x.max(0.0) + (-x.abs()).exp().ln_1p()
+}
+
+/// The logistic loss and its per-query form.
+fn logistic_loss() -> (rowshard::EntityLoss, impl Fn(&[f64], &[f64]) -> QueryLoss) {
+    let loss = rowshard::EntityLoss::BinaryCrossEntropy { smoothing: 0.0 };
+    (loss, |_: &[f64], _: &[f64]| -> QueryLoss {
+        Box::new(|pos: &[f64], neg: &[f64]| {
+            pos.iter().map(|&s| softplus(-s)).sum::<f64>() / pos.len() as f64
+                + neg.iter().map(|&s| softplus(s)).sum::<f64>() / neg.len() as f64
+        })
+    })
+}
+
+/// The self-adversarial logistic loss at `temperature` and its per-query form, the weights
+/// taken from the scores it is given.
+fn adversarial_loss(
+    temperature: f32,
+) -> (rowshard::EntityLoss, impl Fn(&[f64], &[f64]) -> QueryLoss) {
     let loss = rowshard::EntityLoss::SelfAdversarial { temperature };
-    check_sample_loss_step::<S>(backend, reference, negatives, loss, |_, neg| {
+    (loss, move |_: &[f64], neg: &[f64]| -> QueryLoss {
         let top = neg.iter().fold(f64::NEG_INFINITY, |m, &s| m.max(s));
         let z: f64 = neg
             .iter()
@@ -565,39 +633,13 @@ pub fn check_adversarial_step<S: ScoringFunction>(
                     .map(|(&s, p)| p * softplus(s))
                     .sum::<f64>()
         })
-    });
+    })
 }
 
-/// One SGD step of the logistic loss against shared negatives (without batch negatives), over
-/// 1, 2, 3 and 7 ranks, equals the host's step: per query, the mean `softplus(−s)` of its
-/// distinct true tails plus the mean `softplus(s)` of the distinct negatives (PyTorch-BigGraph's
-/// logistic loss); the mean over queries.
-pub fn check_logistic_step<S: ScoringFunction>(
-    backend: Backend,
-    reference: Score,
-    negatives: &[u32],
-) {
-    let softplus = |x: f64| x.max(0.0) + (-x.abs()).exp().ln_1p();
-    let loss = rowshard::EntityLoss::BinaryCrossEntropy { smoothing: 0.0 };
-    check_sample_loss_step::<S>(backend, reference, negatives, loss, |_, _| {
-        Box::new(move |pos: &[f64], neg: &[f64]| {
-            pos.iter().map(|&s| softplus(-s)).sum::<f64>() / pos.len() as f64
-                + neg.iter().map(|&s| softplus(s)).sum::<f64>() / neg.len() as f64
-        })
-    });
-}
-
-/// One SGD step of the margin ranking loss against shared negatives (without batch negatives),
-/// over 1, 2, 3 and 7 ranks, equals the host's step: per query, the mean over its distinct true
-/// tails `s₊` and the distinct negatives `s` of `max(0, γ − s₊ + s)`; the mean over queries.
-pub fn check_margin_step<S: ScoringFunction>(
-    backend: Backend,
-    reference: Score,
-    negatives: &[u32],
-    margin: f32,
-) {
+/// The margin ranking loss with margin `margin` and its per-query form.
+fn margin_loss(margin: f32) -> (rowshard::EntityLoss, impl Fn(&[f64], &[f64]) -> QueryLoss) {
     let loss = rowshard::EntityLoss::Margin { margin };
-    check_sample_loss_step::<S>(backend, reference, negatives, loss, |_, _| {
+    (loss, move |_: &[f64], _: &[f64]| -> QueryLoss {
         let margin = margin as f64;
         Box::new(move |pos: &[f64], neg: &[f64]| {
             let pairs = (pos.len() * neg.len()) as f64;
@@ -606,7 +648,7 @@ pub fn check_margin_step<S: ScoringFunction>(
                 .sum::<f64>()
                 / pairs
         })
-    });
+    })
 }
 
 /// A query's loss over the scores of its positives and of its negatives.
@@ -620,22 +662,25 @@ type QueryLoss = Box<dyn Fn(&[f64], &[f64]) -> f64>;
 fn check_sample_loss_step<S: ScoringFunction>(
     backend: Backend,
     reference: Score,
-    negatives: &[u32],
+    negatives: &[&[u32]],
+    chunk: usize,
     loss: rowshard::EntityLoss,
     query_loss: impl Fn(&[f64], &[f64]) -> QueryLoss,
 ) {
     let (heads, relations, labels) = softmax_batch();
     let n = heads.len();
+    let lists = IdLists::from_lists(negatives);
     for world in [1, 2, 3, 7] {
         let (e0, r0, e1, r1) = run_step::<S>(backend, world, |model, rank, world| {
             let mine = share(n, rank, world);
-            let lists: Vec<&[u32]> = mine.clone().map(|i| labels.get(i)).collect();
+            let own: Vec<&[u32]> = mine.clone().map(|i| labels.get(i)).collect();
             model
                 .train_step(&TrainBatch::SharedNegatives {
                     heads: &heads[mine.clone()],
                     relations: &relations[mine],
-                    labels: &IdLists::from_lists(&lists),
-                    negatives,
+                    labels: &IdLists::from_lists(&own),
+                    negatives: &lists,
+                    chunk,
                     batch_negatives: false,
                     loss,
                 })
@@ -644,10 +689,11 @@ fn check_sample_loss_step<S: ScoringFunction>(
         let rdim = r0.len() / RELATIONS;
         let mut e_want: Vec<f64> = e0.iter().map(|&x| x as f64).collect();
         let mut r_want: Vec<f64> = r0.iter().map(|&x| x as f64).collect();
-        let mut sample = negatives.to_vec();
-        sample.sort_unstable();
-        sample.dedup();
         for b in 0..n {
+            // The query's chunk's sample, each entity once.
+            let mut sample = negatives[b.checked_div(chunk).unwrap_or(0)].to_vec();
+            sample.sort_unstable();
+            sample.dedup();
             let (h, r) = (row(&e0, heads[b], STEP_DIM), row(&r0, relations[b], rdim));
             let mut tails = labels.get(b).to_vec();
             tails.sort_unstable();
@@ -687,7 +733,7 @@ fn check_sample_loss_step<S: ScoringFunction>(
                 }
             }
         }
-        let what = format!("{} {loss:?}, {world} ranks", S::NAME);
+        let what = format!("{} {loss:?}, chunks of {chunk}, {world} ranks", S::NAME);
         assert_tables(&format!("{what}: entities"), &e1, &e_want);
         assert_tables(&format!("{what}: relations"), &r1, &r_want);
     }

@@ -22,8 +22,9 @@ use rowshard::train::{
 use rowshard::{IdLists, ShardedModel, TrainBatch};
 use rowshard_kernels::Backend;
 use rowshard_tests::model_suite::{
-    check_adversarial_step, check_kvsall_step, check_logistic_step, check_margin_step,
-    check_shared_negatives_step, check_softmax_step, check_triples_step, sgd_spec,
+    check_adversarial_step, check_chunked_steps, check_kvsall_step, check_logistic_step,
+    check_margin_step, check_shared_negatives_step, check_softmax_step, check_triples_step,
+    sgd_spec,
 };
 use rowshard_tests::scores;
 
@@ -66,6 +67,16 @@ fn a_logistic_shared_negatives_step_is_the_host_step_on_every_rank_count() {
     let negatives = [1, 1, 6, 10, 16, 19];
     check_logistic_step::<ComplEx>(Backend::Cpu, scores::complex, &negatives);
     check_logistic_step::<RotatESq>(Backend::Cpu, scores::rotate_sq, &negatives);
+}
+
+/// Chunks of the global batch (PyTorch-BigGraph's), each against its own negatives: 6 queries in
+/// chunks of 2 and of 4 (the last one shorter), a list each; dense and pair by pair.
+#[test]
+fn a_chunked_shared_negatives_step_is_the_host_step_on_every_rank_count() {
+    let lists: [&[u32]; 3] = [&[1, 1, 6], &[10, 16, 19, 2], &[0, 5, 6]];
+    check_chunked_steps::<ComplEx>(Backend::Cpu, scores::complex, &lists, 2);
+    check_chunked_steps::<RotatESq>(Backend::Cpu, scores::rotate_sq, &lists[..2], 4);
+    check_chunked_steps::<TransE>(Backend::Cpu, scores::transe, &lists, 2);
 }
 
 /// Scores the dense kernels cannot take (plain distances) are scored pair by pair against
@@ -167,11 +178,13 @@ fn bad_input_on_one_rank_is_refused_everywhere_and_changes_nothing() {
         // Margin ranking against shared negatives needs them apart from the true tails, and a
         // margin ≥ 0.
         let labels = IdLists::from_lists(&[[2]]);
+        let negatives = IdLists::from_lists(&[[3, 4]]);
         let margin = |batch_negatives, margin| TrainBatch::SharedNegatives {
             heads: &[1],
             relations: &[0],
             labels: &labels,
-            negatives: &[3, 4],
+            negatives: &negatives,
+            chunk: 0,
             batch_negatives,
             loss: rowshard::EntityLoss::Margin { margin },
         };
@@ -179,6 +192,30 @@ fn bad_input_on_one_rank_is_refused_everywhere_and_changes_nothing() {
             model.train_step(&margin(true, 1.0)),
             model.train_step(&margin(false, -1.0)),
         ];
+        // Two lists of negatives for one chunk (the batch of 2 queries in chunks of 4).
+        let two = IdLists::from_lists(&[[3], [4]]);
+        let chunks = model.train_step(&TrainBatch::SharedNegatives {
+            heads: &[1],
+            relations: &[0],
+            labels: &labels,
+            negatives: &two,
+            chunk: 4,
+            batch_negatives: false,
+            loss: rowshard::EntityLoss::SoftmaxCrossEntropy { smoothing: 0.0 },
+        });
+        assert!(
+            matches!(
+                chunks,
+                Err(ShardError::BadInput {
+                    error: InputError::NegativeChunks {
+                        lists: 2,
+                        chunks: 1
+                    },
+                    ..
+                })
+            ),
+            "{chunks:?}"
+        );
         let after = (
             model.entities().gather_to_root(0, 64)?,
             model.relations().weights()?,

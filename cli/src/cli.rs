@@ -344,6 +344,7 @@ fn bench_negatives(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             complex: true,
             dim: 128,
             batch,
+            chunk: 0,
             ranks,
             steps: args.steps,
         };
@@ -352,6 +353,11 @@ fn bench_negatives(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             // 2,048 queries: 1,024 triples, each against the sample for its tail and its head.
             case(Mode::OneVsAll, uniform(256, false), 2048),
             case(Mode::OneVsAll, uniform(1024, false), 2048),
+            // PyTorch-BigGraph's chunks: 256 negatives drawn for each 256 queries.
+            TrainCase {
+                chunk: 256,
+                ..case(Mode::OneVsAll, uniform(256, false), 2048)
+            },
             case(Mode::OneVsAll, uniform(256, false), 8192),
             case(Mode::OneVsAll, uniform(256, true), 2048),
         ] {
@@ -384,6 +390,7 @@ fn bench_training(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
                     complex: false,
                     dim: 32,
                     batch: 1024,
+                    chunk: 0,
                     ranks,
                     steps: steps * 3,
                 },
@@ -400,6 +407,7 @@ fn bench_training(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
                 complex: false,
                 dim: 128,
                 batch: 1024,
+                chunk: 0,
                 ranks,
                 steps,
             },
@@ -413,6 +421,7 @@ fn bench_training(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
                 complex: false,
                 dim: 128,
                 batch: 128,
+                chunk: 0,
                 ranks,
                 steps: steps.min(3),
             },

@@ -62,6 +62,13 @@ pub enum InputError {
         /// Its position in the batch.
         position: u64,
     },
+    /// Shared negatives whose lists are not one per chunk of the global batch.
+    NegativeChunks {
+        /// Lists given.
+        lists: u64,
+        /// Chunks of the global batch.
+        chunks: u64,
+    },
     /// A NaN or infinite gradient value.
     NonFiniteGradient {
         /// The id it was for.
@@ -121,6 +128,11 @@ impl std::fmt::Display for InputError {
                      its corruptions)"
                 )
             }
+            InputError::NegativeChunks { lists, chunks } => write!(
+                f,
+                "{lists} lists of shared negatives for {chunks} chunks of the global batch; \
+                 each chunk needs one"
+            ),
             InputError::NoLabels { position } => {
                 write!(
                     f,
@@ -153,6 +165,7 @@ impl InputError {
             InputError::Smoothing { value } => [8, value, 0],
             InputError::NoLabels { position } => [9, position, 0],
             InputError::Groups { triples, group } => [10, triples, group],
+            InputError::NegativeChunks { lists, chunks } => [11, lists, chunks],
         }
     }
 
@@ -185,6 +198,10 @@ impl InputError {
             10 => Some(InputError::Groups {
                 triples: words[1],
                 group: words[2],
+            }),
+            11 => Some(InputError::NegativeChunks {
+                lists: words[1],
+                chunks: words[2],
             }),
             _ => None,
         }

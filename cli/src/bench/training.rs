@@ -14,7 +14,7 @@ use rowshard::init::SplitMix64;
 use rowshard::model::{ModelDefaults, ModelSpec, ScoringFunction};
 use rowshard::models::{ComplEx, DistMult};
 use rowshard::train::batches::{
-    NegativeBatch, QuerySet, batches, share, shared_negatives, shuffled,
+    NegativeBatch, QuerySet, batches, chunk_negatives, share, shuffled,
 };
 use rowshard::train::{Mode, Negatives};
 use rowshard::{EntityLoss, IdLists, ShardedModel, TrainBatch};
@@ -35,6 +35,8 @@ pub struct TrainCase {
     pub dim: usize,
     /// Global batch (queries or true triples).
     pub batch: usize,
+    /// Shared negatives: queries per chunk with its own draw (`0`: the whole batch).
+    pub chunk: usize,
     /// Thread ranks.
     pub ranks: usize,
     /// Timed steps (after one warm-up step).
@@ -125,6 +127,7 @@ fn run_model<S: ScoringFunction + ModelDefaults>(
         let mut triples = 0usize;
         for (step, range) in global.iter().cycle().take(case.steps + 1).enumerate() {
             let batch = &order[range.clone()];
+            let global_len = batch.len();
             let mine = &batch[share(batch.len(), rank, world)];
             let start = Instant::now();
             match (&kvsall, case.mode) {
@@ -150,7 +153,15 @@ fn run_model<S: ScoringFunction + ModelDefaults>(
                     let negatives = match case.negatives {
                         Negatives::All => None,
                         Negatives::Shared { uniform, batch, .. } => {
-                            Some((shared_negatives(entities, uniform, 1, 0, step), batch))
+                            let chunks = match case.chunk {
+                                0 => 1,
+                                chunk => global_len.div_ceil(chunk),
+                            };
+                            let mut lists = IdLists::new();
+                            for k in 0..chunks {
+                                lists.push(&chunk_negatives(entities, uniform, 1, 0, step, k));
+                            }
+                            Some((lists, batch))
                         }
                     };
                     model.train_step(&match &negatives {
@@ -165,6 +176,7 @@ fn run_model<S: ScoringFunction + ModelDefaults>(
                             relations: &rels,
                             labels: &labels,
                             negatives,
+                            chunk: case.chunk,
                             batch_negatives: *batch,
                             loss,
                         },
@@ -222,7 +234,11 @@ pub fn print(backend: Backend, figures: &[TrainFigure]) {
             (Mode::NegSample { neg_ratio }, _) => format!("negsample({neg_ratio})"),
             (other, Negatives::Shared { uniform, batch, .. }) => {
                 let batch = if batch { "+batch" } else { "" };
-                format!("{}+shared({uniform}{batch})", other.name())
+                let chunk = match c.chunk {
+                    0 => String::new(),
+                    chunk => format!(" per {chunk}"),
+                };
+                format!("{}+shared({uniform}{batch}{chunk})", other.name())
             }
             (other, Negatives::All) => other.name().to_string(),
         };

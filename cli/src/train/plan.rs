@@ -116,6 +116,14 @@ impl<'a> Plan<'a> {
                     .into(),
             );
         }
+        if args.chunk.is_some() && !matches!(args.negatives, Negatives::Shared { batch: false, .. })
+        {
+            return Err(
+                "--chunk applies to shared negatives without batch negatives (--negatives \
+                 uniform:N or degree:N): each chunk of the batch draws its own"
+                    .into(),
+            );
+        }
         if args.patience > 0 && args.eval_every == 0 {
             return Err("--patience needs --eval-every: evaluations to be patient with".into());
         }
@@ -201,6 +209,7 @@ impl<'a> Plan<'a> {
                     },
                 },
                 stream_block: args.stream_block as usize,
+                chunk: args.chunk.unwrap_or(0) as usize,
             },
         })
     }

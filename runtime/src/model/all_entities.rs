@@ -30,8 +30,8 @@ use super::candidates::{CandidateGradient, Scored, SharedNegatives, describe_ids
 use super::dense_inputs::{DenseQueries, OffsetGrads};
 use super::dropout::{DropoutSide, Masks};
 use super::id_lists::IdLists;
-use super::positives::Positives;
 use super::regularize::StepRows;
+use super::sample_step::SampleChunk;
 use super::scoring::DeviceRows;
 use super::scoring::ScoringFunction;
 use super::sharded_model::ShardedModel;
@@ -42,7 +42,7 @@ use crate::error::{InputError, ShardError};
 use crate::sharded::DeviceGradient;
 
 /// Scores (or their gradients) of at most this many (query, entity) pairs make one block.
-const BLOCK: usize = 1 << 24;
+pub(super) const BLOCK: usize = 1 << 24;
 
 impl<S: ScoringFunction> ShardedModel<'_, S> {
     /// One step of `loss` on this rank's queries against every entity, or against the shared
@@ -57,29 +57,6 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
     ) -> Result<StepReport, ShardError> {
         let local = self.check_entity_step(heads, relations, labels, loss, negatives)?;
         let n = heads.len();
-        // The shared sample, each entity once, where each rank scores its own queries against it.
-        let sample: Vec<u32> = match negatives {
-            Some(shared) if local => {
-                let mut ids = shared.ids.to_vec();
-                ids.sort_unstable();
-                ids.dedup();
-                ids
-            }
-            _ => Vec::new(),
-        };
-        if self.dense.is_none() && local {
-            // A score the dense kernels cannot take, scored pair by pair (`per_pair.rs`).
-            return self.train_per_pair(heads, relations, labels, loss, &sample);
-        }
-        let Some(dense) = self.dense.clone() else {
-            return Err(ShardError::Unsupported(format!(
-                "training {} against every entity (KvsAll, 1vsAll) or shared negatives with \
-                 batch negatives: {}; train it with negative sampling, or shared negatives \
-                 without batch negatives (scored pair by pair)",
-                S::NAME,
-                self.not_dense()
-            )));
-        };
         let counts = all_values(self.comm, n as u64)?;
         let total = counts.iter().sum::<u64>() as usize;
         if total == 0 {
@@ -90,26 +67,62 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         }
         let rank = self.comm.rank();
         let offset = counts[..rank].iter().sum::<u64>() as usize;
+        if let Some(shared) = negatives {
+            // The lists are the same on every rank (checked), so every rank refuses alike.
+            let chunks = shared.chunks(total);
+            if shared.lists.len() != chunks.len() {
+                let error = InputError::NegativeChunks {
+                    lists: shared.lists.len() as u64,
+                    chunks: chunks.len() as u64,
+                };
+                return Err(ShardError::BadInput { rank: 0, error });
+            }
+            if local {
+                // Each rank scores its own queries, chunk by chunk (`sample_step.rs`).
+                let mine = offset..offset + n;
+                let chunks: Vec<SampleChunk> = chunks
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(c, range)| {
+                        let start = range.start.max(mine.start);
+                        let end = range.end.min(mine.end);
+                        (start < end).then(|| {
+                            let mut sample = shared.lists.get(c).to_vec();
+                            sample.sort_unstable();
+                            sample.dedup();
+                            SampleChunk {
+                                queries: start - offset..end - offset,
+                                sample,
+                            }
+                        })
+                    })
+                    .collect();
+                return match self.dense.clone() {
+                    Some(dense) => self.train_against_samples(
+                        &dense, heads, relations, labels, loss, &chunks, offset, total,
+                    ),
+                    // A score the dense kernels cannot take, pair by pair (`per_pair.rs`).
+                    None => self.train_per_pair(heads, relations, labels, loss, &chunks, total),
+                };
+            }
+        }
+        let Some(dense) = self.dense.clone() else {
+            return Err(ShardError::Unsupported(format!(
+                "training {} against every entity (KvsAll, 1vsAll) or shared negatives with \
+                 batch negatives: {}; train it with negative sampling, or shared negatives \
+                 without batch negatives (scored pair by pair)",
+                S::NAME,
+                self.not_dense()
+            )));
+        };
         let dim = self.spec.settings.dim;
         // The dense kernels' row width: `dim`, or the augmented rows' (`augmented.rs`).
         let width = self.dense_width();
         let client = self.kernels.client().clone();
 
-        // With the positives scored apart from a shared sample, each rank scores its own queries
-        // against the whole sample (data-parallel, as PyTorch-BigGraph's workers): the sample's
-        // rows are looked up with the heads and the positives, every query's log-sum-exp is this
-        // rank's, and the sample's gradient goes to its owners like any looked-up row's.
-        // Otherwise every rank scores everyone's queries against its shard, or its share of the
+        // Every rank scores everyone's queries against its shard, or its share of the
         // candidates (model-parallel: no rank holds a whole score row).
-        let (positive_owners, positive_ids) = if local {
-            labels.distinct()
-        } else {
-            (Vec::new(), Vec::new())
-        };
-        let looked_up: Vec<u32> = positive_ids.iter().chain(&sample).copied().collect();
-        let (inputs, mut positive_rows) =
-            self.query_inputs(heads, relations, offset, &looked_up)?;
-        let sample_rows = positive_rows.split_off(positive_ids.len() * dim);
+        let (inputs, _) = self.query_inputs(heads, relations, offset, &[])?;
         let DenseQueries {
             rows: q,
             offset_grads,
@@ -118,49 +131,24 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             &inputs.relation_rows,
             &inputs.relation_index,
         )?;
-        // The queries scored here: this rank's, or everyone's.
-        let (q_all, n_scored, q_offset) = if local {
-            (q, n, 0)
-        } else {
-            (all_gather_values(self.comm, q)?, total, offset)
-        };
-        let q = &q_all[q_offset * width..(q_offset + n) * width];
+        let q_all = all_gather_values(self.comm, q)?;
         // Everyone's label lists: the targets among the rows scored here, and the true tails
-        // this rank owns for the regularisers — which are all a rank scoring its own queries
-        // needs them for.
+        // this rank owns for the regularisers.
         let mut labels_all = IdLists::new();
-        if !local || !self.regularization.entities.is_none() {
-            for part in self.comm.all_gather(&to_bytes(&labels.encode()))? {
-                labels_all.extend_encoded(&from_bytes::<u32>(&part));
-            }
+        for part in self.comm.all_gather(&to_bytes(&labels.encode()))? {
+            labels_all.extend_encoded(&from_bytes::<u32>(&part));
         }
-        // The positives scored apart (augmented ones keep their rows as read, to fold their
-        // gradients back).
-        let (positive_rows, scored) = match self.augmented {
-            Some(form) => {
-                let scored = form.rows(&positive_rows);
-                (positive_rows, scored)
-            }
-            None => (Vec::new(), positive_rows),
-        };
-        let positives =
-            local.then(|| Positives::new(positive_owners, positive_ids, scored, q, width));
 
         // Every query against this rank's candidates, in blocks of rows.
         let partition = self.entities.partition().clone();
-        let candidates = if local {
-            self.sample_candidates(sample, &sample_rows)
-        } else {
-            self.candidates(negatives, &labels_all)?
-        };
+        let candidates = self.candidates(negatives, &labels_all)?;
         let count = candidates.count;
-        let queries = dense.upload_queries(&q_all, n_scored);
+        let queries = dense.upload_queries(&q_all, total);
         let block_rows = (BLOCK / queries.padded).max(1);
         let blocks: Vec<Range<usize>> = (0..count.div_ceil(block_rows))
             .map(|i| i * block_rows..((i + 1) * block_rows).min(count))
             .collect();
-        // Where a label lies among the scored rows: nowhere in a sample (the positives are
-        // scored apart).
+        // Where a label lies among the scored rows.
         let row = |id: u32| {
             let (owner, at) = partition.locate(id);
             match &candidates.rows {
@@ -172,20 +160,12 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         };
         let targets = block_labels(&labels_all, row, &blocks, loss);
         // The true tails this rank owns, as local rows (the regularisers').
-        let tails: Vec<u32> = if local {
-            let (_, ids) = labels_all.distinct();
-            ids.iter()
-                .map(|&id| partition.locate(id))
-                .filter_map(|(owner, local)| (owner == rank).then_some(local))
-                .collect()
-        } else {
-            targets
-                .iter()
-                .zip(&blocks)
-                .flat_map(|(t, b)| t.rows.iter().map(move |&r| r + b.start as u32))
-                .map(|r| candidates.local(r))
-                .collect()
-        };
+        let tails: Vec<u32> = targets
+            .iter()
+            .zip(&blocks)
+            .flat_map(|(t, b)| t.rows.iter().map(move |&r| r + b.start as u32))
+            .map(|r| candidates.local(r))
+            .collect();
         // The candidates' gradient; for the whole shard with room after it for the rows the
         // step routes here: a head of any rank, a true tail or a distinct row of this rank's
         // (regularisers).
@@ -199,12 +179,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         } else {
             dense.query_grad_buffer(&queries)
         };
-        let LossParts {
-            partial,
-            scale,
-            positive_loss,
-            positive_grads,
-        } = CandidateScoring {
+        let LossParts { partial, scale, .. } = CandidateScoring {
             dense: &dense,
             comm: self.comm,
             queries: &queries,
@@ -215,15 +190,13 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             dw: &dw,
             dq: &dq,
             total,
-            local,
+            local: false,
             width,
         }
-        .run(loss, positives.as_ref())?;
+        .run(loss, None)?;
         let mut dq = dense.read_query_grad(dq, &queries)?;
-        if !local {
-            self.comm.all_reduce_sum(&mut dq)?;
-        }
-        let dq = &mut dq[q_offset * width..(q_offset + n) * width];
+        self.comm.all_reduce_sum(&mut dq)?;
+        let dq = &mut dq[offset * width..(offset + n) * width];
         // Augmented rows' gradients fold back to the rows' (`augmented.rs`).
         let fold = |grads: Vec<f32>, rows: &[f32]| match self.augmented {
             Some(form) => form.fold_rows(&grads, rows),
@@ -239,18 +212,42 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         };
         let candidate_grads = match candidates.ids(&partition, rank) {
             None => CandidateGradient::Device(&dw),
-            Some(mut ids) => {
+            Some(ids) => {
                 let read = dense.read(dw.clone(), count * width)?;
-                let mut grads = fold(read, candidates.plain.as_deref().unwrap_or_default());
-                if let Some(positives) = &positives {
-                    let (more_ids, more) = positives.backward(&positive_grads, q, dq);
-                    ids.extend(more_ids);
-                    grads.extend(fold(more, &positive_rows));
-                }
+                let grads = fold(read, candidates.plain.as_deref().unwrap_or_default());
                 CandidateGradient::Host { ids, grads }
             }
         };
-        // The queries' gradient: `∂q`, or `(∂a, ∂c)` of augmented queries.
+        self.finish_entity_step(
+            heads,
+            relations,
+            inputs,
+            dq,
+            offset_grads,
+            candidate_grads,
+            &tails,
+            total,
+            partial * scale,
+        )
+    }
+
+    /// The end of a step against every entity or shared negatives: this rank's queries'
+    /// gradient `dq` — `∂q`, or `(∂a, ∂c)` of augmented queries — goes back through the queries
+    /// and the candidates' gradient to their rows (`back_through_queries`). `rank_loss` is this
+    /// rank's part of the loss, before the regularisers'.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn finish_entity_step(
+        &mut self,
+        heads: &[u32],
+        relations: &[u32],
+        inputs: QueryInputs,
+        dq: &mut [f32],
+        offset_grads: Option<OffsetGrads>,
+        candidates: CandidateGradient,
+        tails: &[u32],
+        total: usize,
+        rank_loss: f64,
+    ) -> Result<StepReport, ShardError> {
         let (da, offset_grad) = match self.augmented {
             Some(form) => {
                 let (da, dc) = form.split_queries(dq);
@@ -266,12 +263,12 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 dq: da.as_deref().unwrap_or(dq),
                 offset: offset_grad,
             },
-            candidate_grads,
-            &tails,
+            candidates,
+            tails,
             total,
         )?;
         Ok(StepReport {
-            loss: sum_f64(self.comm, partial * scale + positive_loss + penalty)?,
+            loss: sum_f64(self.comm, rank_loss + penalty)?,
             examples: total as u64,
         })
     }
@@ -296,7 +293,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 heads
                     .iter()
                     .chain(labels.all_ids())
-                    .chain(negatives.map_or(&[][..], |s| s.ids))
+                    .chain(negatives.map_or(&[][..], |s| s.lists.all_ids()))
                     .find(|&&id| id as usize >= entities)
                     .map(|&id| InputError::IdOutOfRange {
                         id: id as u64,
@@ -319,11 +316,20 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         agree_on_input(self.comm, verdict)?;
         if let Some(shared) = negatives {
             let what = format!(
-                "{}, batch negatives: {}",
-                describe_ids(shared.ids),
+                "{} in {} lists, chunks of {} queries, batch negatives: {}",
+                describe_ids(shared.lists.all_ids()),
+                shared.lists.len(),
+                shared.chunk,
                 shared.batch
             );
             agree_on(self.comm, &[("the shared negatives", what)])?;
+            if shared.batch && shared.lists.len() != 1 {
+                return Err(ShardError::Unsupported(
+                    "batch negatives in chunks: with batch negatives the whole batch is one \
+                     chunk (each rank scores every query against its share of the candidates)"
+                        .into(),
+                ));
+            }
             if !shared.batch && smoothing > 0.0 {
                 return Err(ShardError::Unsupported(
                     "label smoothing with shared negatives needs batch negatives (it spreads \
@@ -370,7 +376,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
     /// rows — with dropout, masked copies (one relation row per query) and the masks. The rows
     /// of `also` are looked up in the same call (one exchange; an entity among both heads and
     /// `also` travels once) and returned beside.
-    fn query_inputs(
+    pub(super) fn query_inputs(
         &self,
         heads: &[u32],
         relations: &[u32],
@@ -525,22 +531,22 @@ struct QueryGradient<'a> {
 }
 
 /// What the query kernel reads for a rank's queries (see `query_inputs`).
-struct QueryInputs {
+pub(super) struct QueryInputs {
     /// The head rows, as looked up.
     head_rows: Vec<f32>,
     /// The head rows fed to the query, masked with dropout (`None`: as looked up).
     head_rows_fed: Option<Vec<f32>>,
     /// The relation rows fed to the query: the relation table, or masked copies.
-    relation_rows: DeviceRows,
+    pub(super) relation_rows: DeviceRows,
     /// Which of `relation_rows` each query reads.
-    relation_index: Vec<u32>,
+    pub(super) relation_index: Vec<u32>,
     /// The head and relation masks, with dropout.
     masks: Option<(Masks, Masks)>,
 }
 
 impl QueryInputs {
     /// The head rows fed to the query.
-    fn fed_heads(&self) -> &[f32] {
+    pub(super) fn fed_heads(&self) -> &[f32] {
         self.head_rows_fed.as_deref().unwrap_or(&self.head_rows)
     }
 }

@@ -2,6 +2,8 @@
 //! whole shard, its share of the step's shared candidates gathered into one block, or — when
 //! each rank scores only its own queries — the whole shared sample, looked up.
 
+use std::ops::Range;
+
 use cubecl::bytes::Bytes;
 use cubecl::server::Handle;
 
@@ -16,10 +18,22 @@ use crate::partition::Partition;
 /// [`TrainBatch::SharedNegatives`]: super::TrainBatch::SharedNegatives
 #[derive(Clone, Copy, Debug)]
 pub(super) struct SharedNegatives<'a> {
-    /// The sampled entities (global ids).
-    pub ids: &'a [u32],
+    /// The sampled entities (global ids), a list per chunk of the global batch.
+    pub lists: &'a IdLists,
+    /// Queries per chunk (`0`: the whole batch).
+    pub chunk: usize,
     /// Whether the global batch's true tails are every query's candidates too.
     pub batch: bool,
+}
+
+impl SharedNegatives<'_> {
+    /// The chunks of a global batch of `total` queries, as ranges of its positions.
+    pub fn chunks(&self, total: usize) -> Vec<Range<usize>> {
+        let size = if self.chunk == 0 { total } else { self.chunk };
+        (0..total.div_ceil(size.max(1)))
+            .map(|c| c * size..((c + 1) * size).min(total))
+            .collect()
+    }
 }
 
 /// Which rows a rank scores.
@@ -100,7 +114,13 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         } else {
             &[]
         };
-        let mut ids: Vec<u32> = negatives.ids.iter().chain(tails).copied().collect();
+        let mut ids: Vec<u32> = negatives
+            .lists
+            .all_ids()
+            .iter()
+            .chain(tails)
+            .copied()
+            .collect();
         ids.sort_unstable();
         ids.dedup();
         let mut rows: Vec<u32> = ids

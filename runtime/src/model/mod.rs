@@ -23,6 +23,7 @@ mod positives;
 mod rank;
 mod regularize;
 mod relations;
+mod sample_step;
 mod scoring;
 mod settings;
 mod sharded_model;

@@ -11,10 +11,11 @@
 use cubecl::bytes::Bytes;
 
 use super::id_lists::IdLists;
+use super::sample_step::SampleChunk;
 use super::scoring::ScoringFunction;
 use super::sharded_model::ShardedModel;
 use super::train::{EntityLoss, StepReport};
-use crate::agree::{all_values, sum_f64};
+use crate::agree::sum_f64;
 use crate::error::ShardError;
 
 /// Pairs scored per launch: bounds the step's buffers (at dim 128 about 100 MB of gradients).
@@ -104,16 +105,17 @@ fn query_loss(loss: EntityLoss, pos: &[f64], neg: &[f64], grads: &mut [f64]) -> 
 }
 
 impl<S: ScoringFunction> ShardedModel<'_, S> {
-    /// One step of `loss` on this rank's queries against their true tails and the shared
-    /// `sample` (distinct global ids), pair by pair; the input is checked already. A
-    /// collective.
+    /// One step of `loss` on this rank's queries against their true tails and their chunks'
+    /// samples (`chunks`: the rank's queries in each, and its distinct ids), pair by pair;
+    /// `total` queries over all ranks. The input is checked already. A collective.
     pub(super) fn train_per_pair(
         &mut self,
         heads: &[u32],
         relations: &[u32],
         labels: &IdLists,
         loss: EntityLoss,
-        sample: &[u32],
+        chunks: &[SampleChunk],
+        total: usize,
     ) -> Result<StepReport, ShardError> {
         if self.dropout != (0.0, 0.0)
             || !(self.regularization.entities.is_none() && self.regularization.relations.is_none())
@@ -126,38 +128,34 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             )));
         }
         let n = heads.len();
-        let total: u64 = all_values(self.comm, n as u64)?.iter().sum();
-        if total == 0 {
-            return Ok(StepReport {
-                loss: 0.0,
-                examples: 0,
-            });
-        }
         let dim = self.spec.settings.dim;
         let rdim = self.relation_dim;
-        // Rows: the heads, each query's distinct true tails, the sample — each looked up once.
+        // Rows: the heads, each query's distinct true tails, each chunk's sample — each looked
+        // up once.
         let (owners, positives) = labels.distinct();
-        let (first_positive, first_sample) = (n, n + positives.len());
-        let ids: Vec<u32> = heads
-            .iter()
-            .chain(&positives)
-            .chain(sample)
-            .copied()
-            .collect();
+        let mut ids: Vec<u32> = heads.iter().chain(&positives).copied().collect();
+        // Per query: where its chunk's sample starts among the rows, and its length.
+        let mut samples = vec![(0, 0); n];
+        for chunk in chunks {
+            for b in chunk.queries.clone() {
+                samples[b] = (ids.len(), chunk.sample.len());
+            }
+            ids.extend_from_slice(&chunk.sample);
+        }
         let ent = self.kernels.upload_f32(self.entities.lookup(&ids)?);
         let rel = self.relation_rows();
-        // Pairs, query by query: its true tails, then the sample (positions into the rows).
+        // Pairs, query by query: its true tails, then its sample (positions into the rows).
         let mut per_query = vec![0usize; n];
         for &b in &owners {
             per_query[b] += 1;
         }
-        let mut tails = Vec::with_capacity(n * sample.len() + positives.len());
-        let mut queries = Vec::with_capacity(tails.capacity());
-        let mut positive = 0;
-        for (b, &count) in per_query.iter().enumerate() {
-            let own = first_positive + positive..first_positive + positive + count;
+        let pairs: usize = per_query.iter().zip(&samples).map(|(p, s)| p + s.1).sum();
+        let mut tails = Vec::with_capacity(pairs);
+        let mut queries = Vec::with_capacity(pairs);
+        let mut positive = n;
+        for (b, (&count, &(first, len))) in per_query.iter().zip(&samples).enumerate() {
+            let candidates = (positive..positive + count).chain(first..first + len);
             positive += count;
-            let candidates = own.chain(first_sample..first_sample + sample.len());
             for t in candidates {
                 tails.push(t as u32);
                 queries.push(b as u32);
@@ -188,8 +186,8 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let mut upstream = vec![0.0f32; tails.len()];
         let mut loss_sum = 0.0;
         let mut at = 0;
-        for &count in &per_query {
-            let pairs = count + sample.len();
+        for (&count, &(_, len)) in per_query.iter().zip(&samples) {
+            let pairs = count + len;
             let s: Vec<f64> = scores[at..at + pairs].iter().map(|&x| x as f64).collect();
             let mut g = vec![0.0; pairs];
             loss_sum += query_loss(loss, &s[..count], &s[count..], &mut g);
@@ -230,7 +228,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         self.apply_relation_gradients(relations, &relation_grads)?;
         Ok(StepReport {
             loss: sum_f64(self.comm, loss_sum)? / total as f64,
-            examples: total,
+            examples: total as u64,
         })
     }
 }

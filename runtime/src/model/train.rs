@@ -60,10 +60,12 @@ pub enum TrainBatch<'a> {
         loss: EntityLoss,
     },
     /// [`TrainBatch::AllEntities`] against shared negatives instead of every entity: each query
-    /// is scored against its own true tails and the `negatives` (global ids, the same list on
-    /// every rank; duplicates count once) — and with `batch_negatives`, against every true
-    /// tail of the global batch too, the positives of one query being negatives of the others
-    /// (PyTorch-BigGraph's uniform and batch negatives, one chunk per step). The step looks up
+    /// is scored against its own true tails and its chunk's `negatives` (global ids, the same
+    /// lists on every rank; duplicates count once) — and with `batch_negatives`, against every
+    /// true tail of the global batch too, the positives of one query being negatives of the
+    /// others (PyTorch-BigGraph's uniform and batch negatives). A chunk is `chunk` consecutive
+    /// queries of the global batch (the last one shorter; `0`: the whole batch), with a list of
+    /// negatives each; batch negatives need one chunk. The step looks up
     /// each negative once, on its owner, and scores it against every query with the dense
     /// kernels. The losses: the softmax over a query's positives and negatives; the logistic
     /// loss, the mean of its positives' and the mean of its negatives' binary cross-entropy
@@ -77,8 +79,10 @@ pub enum TrainBatch<'a> {
         relations: &'a [u32],
         /// The true tails of each query.
         labels: &'a IdLists,
-        /// Entities every query of the global batch is scored against besides its true tails.
-        negatives: &'a [u32],
+        /// Per chunk, the entities its queries are scored against besides their true tails.
+        negatives: &'a IdLists,
+        /// Queries of the global batch per chunk (`0`: one chunk).
+        chunk: usize,
         /// Whether every true tail of the global batch is a negative of every other query.
         batch_negatives: bool,
         /// The loss.
@@ -256,11 +260,13 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 relations,
                 labels,
                 negatives,
+                chunk,
                 batch_negatives,
                 loss,
             } => {
                 let shared = SharedNegatives {
-                    ids: negatives,
+                    lists: negatives,
+                    chunk,
                     batch: batch_negatives,
                 };
                 self.train_all_entities(heads, relations, labels, loss, Some(shared))

@@ -141,6 +141,9 @@ pub fn corrupt(
     }
 }
 
+/// Mixes a chunk's index into the key of its draws.
+const CHUNK_KEY: u64 = 0xbf58_476d_1ce4_e5b9;
+
 /// The shared negatives of step `step` of `epoch`: `count` distinct entities drawn uniformly
 /// (all of them when there are fewer), ascending; the same on every rank and for any number of
 /// ranks. Distinct, so a step's work does not vary with the draw.
@@ -151,10 +154,24 @@ pub fn shared_negatives(
     epoch: usize,
     step: usize,
 ) -> Vec<u32> {
+    chunk_negatives(entities, count, seed, epoch, step, 0)
+}
+
+/// [`shared_negatives`] of chunk `chunk` of a step's batch: each chunk draws its own (chunk 0
+/// draws the step's).
+pub fn chunk_negatives(
+    entities: u32,
+    count: usize,
+    seed: u64,
+    epoch: usize,
+    step: usize,
+    chunk: usize,
+) -> Vec<u32> {
     let key = seed
         ^ 0x6e65_6761_7469_7665
         ^ (epoch as u64).wrapping_mul(0xd1b5_4a32_d192_ed03)
-        ^ (step as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        ^ (step as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ (chunk as u64).wrapping_mul(CHUNK_KEY);
     let mut rng = SplitMix64::new(key);
     let count = count.min(entities as usize);
     let mut ids = std::collections::BTreeSet::new();
@@ -209,6 +226,7 @@ impl DegreeSampler {
         seed: u64,
         epoch: usize,
         step: usize,
+        chunk: usize,
     ) {
         let total = self.cumulative.last().copied().unwrap_or(0);
         if total == 0 || count == 0 {
@@ -217,7 +235,8 @@ impl DegreeSampler {
         let key = seed
             ^ 0x6465_6772_6565
             ^ (epoch as u64).wrapping_mul(0xd1b5_4a32_d192_ed03)
-            ^ (step as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            ^ (step as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ (chunk as u64).wrapping_mul(CHUNK_KEY);
         let mut rng = SplitMix64::new(key);
         negatives.extend((0..count).map(|_| {
             let draw = rng.next_u64() % total;
@@ -361,7 +380,7 @@ mod tests {
         assert!(n.windows(2).all(|w| w[0] < w[1]) && n.len() > 50 && n[n.len() - 1] < 1000);
         let degrees = DegreeSampler::from_degrees(&[0, 5, 0, 1000, 1]);
         let mut drawn = vec![2];
-        degrees.extend(&mut drawn, 64, 9, 1, 2);
+        degrees.extend(&mut drawn, 64, 9, 1, 2, 0);
         assert!(
             drawn.contains(&2) && drawn.contains(&3) && !drawn.contains(&0),
             "{drawn:?}"

@@ -6,7 +6,7 @@ pub mod batches;
 pub mod eval;
 
 use batches::{
-    DegreeSampler, NegativeBatch, QuerySet, batches, share, shared_negatives, shuffled,
+    DegreeSampler, NegativeBatch, QuerySet, batches, chunk_negatives, share, shuffled,
     shuffled_pairs,
 };
 pub use eval::{Filters, Metrics, Protocol, evaluate};
@@ -190,6 +190,9 @@ pub struct TrainConfig {
     /// blocks in a shuffled order and shuffles each, so a rank holds one block (12 bytes a
     /// triple, and its queries) at a time.
     pub stream_block: usize,
+    /// Shared negatives without batch negatives: queries of the global batch per chunk, each
+    /// chunk with its own draw of negatives (PyTorch-BigGraph's chunks; `0`: the whole batch).
+    pub chunk: usize,
 }
 
 impl Default for TrainConfig {
@@ -208,6 +211,7 @@ impl Default for TrainConfig {
             eval_batch: 512,
             eval_protocol: Protocol::Full,
             stream_block: 1 << 20,
+            chunk: 0,
         }
     }
 }
@@ -409,7 +413,7 @@ impl<'d> Trainer<'d> {
             for range in batches(order.len(), c.batch_size) {
                 let global = &order[range];
                 let mine = &global[share(global.len(), rank, world)];
-                let report = self.step(model, &of_block, mine, epoch, step)?;
+                let report = self.step(model, &of_block, mine, global.len(), epoch, step)?;
                 loss += report.loss;
                 examples += report.examples;
                 step += 1;
@@ -434,6 +438,7 @@ impl<'d> Trainer<'d> {
         model: &mut ShardedModel<'_, S>,
         examples: &Examples<'_>,
         mine: &[u32],
+        global: usize,
         epoch: usize,
         step: usize,
     ) -> Result<crate::model::StepReport, ShardError> {
@@ -469,16 +474,27 @@ impl<'d> Trainer<'d> {
                         batch,
                     } => {
                         let entities = self.data.entities.len() as u32;
-                        let mut negatives =
-                            shared_negatives(entities, uniform, c.seed, epoch, step);
-                        if let Some(degrees) = &self.degrees {
-                            degrees.extend(&mut negatives, degree, c.seed, epoch, step);
+                        let chunk = if batch { 0 } else { c.chunk };
+                        let chunks = if chunk == 0 {
+                            1
+                        } else {
+                            global.div_ceil(chunk)
+                        };
+                        let mut negatives = crate::model::IdLists::new();
+                        for k in 0..chunks {
+                            let mut drawn =
+                                chunk_negatives(entities, uniform, c.seed, epoch, step, k);
+                            if let Some(degrees) = &self.degrees {
+                                degrees.extend(&mut drawn, degree, c.seed, epoch, step, k);
+                            }
+                            negatives.push(&drawn);
                         }
                         model.train_step(&TrainBatch::SharedNegatives {
                             heads: &heads,
                             relations: &relations,
                             labels: &labels,
                             negatives: &negatives,
+                            chunk,
                             batch_negatives: batch,
                             loss,
                         })

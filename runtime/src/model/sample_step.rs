@@ -1,0 +1,180 @@
+//! A step against shared negatives without batch negatives, data-parallel as PyTorch-BigGraph's
+//! workers: each rank scores only its own queries, each against its chunk's sample.
+//!
+//! A chunk is a run of consecutive queries of the global batch with its own sample of
+//! negatives (the whole batch unless `--chunk` says otherwise); a rank's queries meet one chunk
+//! or a few. Every chunk's sample is looked up in the same exchange as the rank's heads and its
+//! queries' true tails, which are scored apart (`positives.rs`). Per chunk, the dense kernels
+//! score the chunk's queries against its sample (`candidate_losses.rs`); every log-sum-exp is the
+//! rank's own, no query is gathered and no query gradient all-reduced, and the sample's gradient
+//! goes to its owners through the sparse optimizer step like any looked-up row's.
+
+use std::ops::Range;
+
+use cubecl::bytes::Bytes;
+use rowshard_kernels::DenseKernels;
+
+use super::candidate_losses::{CandidateScoring, LossParts, block_labels};
+use super::candidates::CandidateGradient;
+use super::dense_inputs::DenseQueries;
+use super::id_lists::IdLists;
+use super::positives::Positives;
+use super::scoring::ScoringFunction;
+use super::sharded_model::ShardedModel;
+use super::train::{EntityLoss, StepReport};
+use crate::comm::{from_bytes, to_bytes};
+use crate::error::ShardError;
+
+/// One chunk of a rank's queries and the sample they are scored against.
+pub(super) struct SampleChunk {
+    /// The rank's queries in it (positions in the rank's batch).
+    pub queries: Range<usize>,
+    /// Its sample: global ids, each once, ascending.
+    pub sample: Vec<u32>,
+}
+
+/// The positions `[first, last)` of `owners` (ascending) that lie in `queries`.
+fn owned_by(owners: &[usize], queries: &Range<usize>) -> Range<usize> {
+    owners.partition_point(|&b| b < queries.start)..owners.partition_point(|&b| b < queries.end)
+}
+
+impl<S: ScoringFunction> ShardedModel<'_, S> {
+    /// One step of `loss` on this rank's queries, each chunk against its sample; `total` queries
+    /// over all ranks. The input is checked already. A collective.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn train_against_samples(
+        &mut self,
+        dense: &DenseKernels,
+        heads: &[u32],
+        relations: &[u32],
+        labels: &IdLists,
+        loss: EntityLoss,
+        chunks: &[SampleChunk],
+        offset: usize,
+        total: usize,
+    ) -> Result<StepReport, ShardError> {
+        let n = heads.len();
+        let dim = self.spec.settings.dim;
+        let width = self.dense_width();
+        let client = self.kernels.client().clone();
+        // The true tails and every chunk's sample, looked up with the heads.
+        let (owners, positive_ids) = labels.distinct();
+        let mut looked_up = positive_ids.clone();
+        for chunk in chunks {
+            looked_up.extend_from_slice(&chunk.sample);
+        }
+        let (inputs, mut positive_rows) =
+            self.query_inputs(heads, relations, offset, &looked_up)?;
+        let sample_rows = positive_rows.split_off(positive_ids.len() * dim);
+        let DenseQueries {
+            rows: q,
+            offset_grads,
+        } = self.dense_queries(
+            inputs.fed_heads().to_vec(),
+            &inputs.relation_rows,
+            &inputs.relation_index,
+        )?;
+        // The true tails of the rank's queries that it owns, for an entity regulariser.
+        let tails: Vec<u32> = if self.regularization.entities.is_none() {
+            Vec::new()
+        } else {
+            let mut labels_all = IdLists::new();
+            for part in self.comm.all_gather(&to_bytes(&labels.encode()))? {
+                labels_all.extend_encoded(&from_bytes::<u32>(&part));
+            }
+            let (partition, rank) = (self.entities.partition(), self.comm.rank());
+            let (_, ids) = labels_all.distinct();
+            ids.iter()
+                .map(|&id| partition.locate(id))
+                .filter_map(|(owner, local)| (owner == rank).then_some(local))
+                .collect()
+        };
+        // The true tails as scored (augmented ones keep their rows as read, to fold their
+        // gradients back).
+        let scored_positives = match self.augmented {
+            Some(form) => form.rows(&positive_rows),
+            None => std::mem::take(&mut positive_rows),
+        };
+        let fold = |grads: Vec<f32>, rows: &[f32]| match self.augmented {
+            Some(form) => form.fold_rows(&grads, rows),
+            None => grads,
+        };
+        let mut dq = vec![0.0f32; n * width];
+        let (mut ids, mut grads) = (Vec::new(), Vec::new());
+        let mut rank_loss = 0.0;
+        let mut sample_at = 0;
+        for chunk in chunks {
+            let r = chunk.queries.clone();
+            let p = owned_by(&owners, &r);
+            let q_chunk = &q[r.start * width..r.end * width];
+            let positives = Positives::new(
+                owners[p.clone()].iter().map(|&b| b - r.start).collect(),
+                positive_ids[p.clone()].to_vec(),
+                scored_positives[p.start * width..p.end * width].to_vec(),
+                q_chunk,
+                width,
+            );
+            let rows = &sample_rows[sample_at * dim..(sample_at + chunk.sample.len()) * dim];
+            sample_at += chunk.sample.len();
+            let candidates = self.sample_candidates(chunk.sample.clone(), rows);
+            let count = candidates.count;
+            let queries = dense.upload_queries(q_chunk, r.len());
+            let block_rows = (super::all_entities::BLOCK / queries.padded).max(1);
+            let blocks: Vec<Range<usize>> = (0..count.div_ceil(block_rows))
+                .map(|i| i * block_rows..((i + 1) * block_rows).min(count))
+                .collect();
+            // No true tail among a sample's rows: they are scored apart.
+            let targets = block_labels(&IdLists::new(), |_| None, &blocks, loss);
+            let dw = client.empty((count * width).max(1) * 4);
+            let dq_buffer = if blocks.is_empty() {
+                client.create(Bytes::from_elems(vec![0.0f32; width * queries.padded]))
+            } else {
+                dense.query_grad_buffer(&queries)
+            };
+            let LossParts {
+                partial,
+                scale,
+                positive_loss,
+                positive_grads,
+            } = CandidateScoring {
+                dense,
+                comm: self.comm,
+                queries: &queries,
+                q: q_chunk,
+                candidates: &candidates,
+                blocks: &blocks,
+                targets: &targets,
+                dw: &dw,
+                dq: &dq_buffer,
+                total,
+                local: true,
+                width,
+            }
+            .run(loss, Some(&positives))?;
+            rank_loss += partial * scale + positive_loss;
+            let dq_chunk = &mut dq[r.start * width..r.end * width];
+            dq_chunk.copy_from_slice(&dense.read_query_grad(dq_buffer, &queries)?);
+            let read = dense.read(dw, count * width)?;
+            ids.extend_from_slice(&chunk.sample);
+            grads.extend(fold(read, candidates.plain.as_deref().unwrap_or_default()));
+            let (more_ids, more) = positives.backward(&positive_grads, q_chunk, dq_chunk);
+            ids.extend(more_ids);
+            // Rows as read exist only for augmented rows, which fold back through them.
+            let plain = positive_rows
+                .get(p.start * dim..p.end * dim)
+                .unwrap_or_default();
+            grads.extend(fold(more, plain));
+        }
+        self.finish_entity_step(
+            heads,
+            relations,
+            inputs,
+            &mut dq,
+            offset_grads,
+            CandidateGradient::Host { ids, grads },
+            &tails,
+            total,
+            rank_loss,
+        )
+    }
+}
