@@ -21,11 +21,9 @@
 //! Each loss's launches over the blocks of candidate rows are in `candidate_losses.rs`; a score
 //! the dense kernels cannot take meets shared negatives pair by pair (`per_pair.rs`).
 
-use std::ops::Range;
-
 use cubecl::bytes::Bytes;
 
-use super::candidate_losses::{CandidateScoring, LossParts, block_labels};
+use super::candidate_losses::{CandidateScoring, LossParts, block_labels, blocks};
 use super::candidates::{CandidateGradient, Scored, SharedNegatives, describe_ids};
 use super::dense_inputs::{DenseQueries, OffsetGrads};
 use super::dropout::{DropoutSide, Masks};
@@ -40,9 +38,6 @@ use crate::agree::{agree_on, agree_on_input, all_values, sum_f64};
 use crate::comm::{all_gather_values, from_bytes, to_bytes};
 use crate::error::{InputError, ShardError};
 use crate::sharded::DeviceGradient;
-
-/// Scores (or their gradients) of at most this many (query, entity) pairs make one block.
-pub(super) const BLOCK: usize = 1 << 24;
 
 impl<S: ScoringFunction> ShardedModel<'_, S> {
     /// One step of `loss` on this rank's queries against every entity, or against the shared
@@ -126,28 +121,18 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let DenseQueries {
             rows: q,
             offset_grads,
-        } = self.dense_queries(
-            inputs.fed_heads().to_vec(),
-            &inputs.relation_rows,
-            &inputs.relation_index,
-        )?;
+        } = self.queries_of(&inputs)?;
         let q_all = all_gather_values(self.comm, q)?;
         // Everyone's label lists: the targets among the rows scored here, and the true tails
         // this rank owns for the regularisers.
-        let mut labels_all = IdLists::new();
-        for part in self.comm.all_gather(&to_bytes(&labels.encode()))? {
-            labels_all.extend_encoded(&from_bytes::<u32>(&part));
-        }
+        let labels_all = self.gather_labels(labels)?;
 
         // Every query against this rank's candidates, in blocks of rows.
         let partition = self.entities.partition().clone();
         let candidates = self.candidates(negatives, &labels_all)?;
         let count = candidates.count;
         let queries = dense.upload_queries(&q_all, total);
-        let block_rows = (BLOCK / queries.padded).max(1);
-        let blocks: Vec<Range<usize>> = (0..count.div_ceil(block_rows))
-            .map(|i| i * block_rows..((i + 1) * block_rows).min(count))
-            .collect();
+        let blocks = blocks(count, queries.padded);
         // Where a label lies among the scored rows.
         let row = |id: u32| {
             let (owner, at) = partition.locate(id);
@@ -372,6 +357,21 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         Ok(local)
     }
 
+    /// The query kernel's output for `inputs` (see `dense_queries`).
+    pub(super) fn queries_of(&self, inputs: &QueryInputs) -> Result<DenseQueries, ShardError> {
+        let heads = inputs.fed_heads().to_vec();
+        self.dense_queries(heads, &inputs.relation_rows, &inputs.relation_index)
+    }
+
+    /// Every rank's label lists, in rank order. A collective.
+    pub(super) fn gather_labels(&self, labels: &IdLists) -> Result<IdLists, ShardError> {
+        let mut all = IdLists::new();
+        for part in self.comm.all_gather(&to_bytes(&labels.encode()))? {
+            all.extend_encoded(&from_bytes::<u32>(&part));
+        }
+        Ok(all)
+    }
+
     /// What the query kernel reads for this rank's queries: the head rows, and the relation
     /// rows — with dropout, masked copies (one relation row per query) and the masks. The rows
     /// of `also` are looked up in the same call (one exchange; an entity among both heads and
@@ -537,9 +537,9 @@ pub(super) struct QueryInputs {
     /// The head rows fed to the query, masked with dropout (`None`: as looked up).
     head_rows_fed: Option<Vec<f32>>,
     /// The relation rows fed to the query: the relation table, or masked copies.
-    pub(super) relation_rows: DeviceRows,
+    relation_rows: DeviceRows,
     /// Which of `relation_rows` each query reads.
-    pub(super) relation_index: Vec<u32>,
+    relation_index: Vec<u32>,
     /// The head and relation masks, with dropout.
     masks: Option<(Masks, Masks)>,
 }

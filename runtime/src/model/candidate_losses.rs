@@ -129,10 +129,32 @@ fn log_sum_exp(
         .collect())
 }
 
-/// The sum of a buffer of `len` `f32` values, read back.
-fn read_sum(dense: &DenseKernels, handle: Handle, len: usize) -> Result<f64, ShardError> {
-    Ok(dense.read(handle, len)?.iter().map(|&x| x as f64).sum())
+/// `sum` plus the sums of buffers of `f32` values (each with its length), read back one by one.
+fn add_sums(
+    dense: &DenseKernels,
+    mut sum: f64,
+    buffers: Vec<(Handle, usize)>,
+) -> Result<f64, ShardError> {
+    for (handle, len) in buffers {
+        sum += dense
+            .read(handle, len)?
+            .iter()
+            .map(|&x| x as f64)
+            .sum::<f64>();
+    }
+    Ok(sum)
 }
+
+/// Ranges of at most [`BLOCK`] scores' rows, over `count` rows scored against `padded` queries.
+pub(super) fn blocks(count: usize, padded: usize) -> Vec<Range<usize>> {
+    let block_rows = (BLOCK / padded).max(1);
+    (0..count.div_ceil(block_rows))
+        .map(|i| i * block_rows..((i + 1) * block_rows).min(count))
+        .collect()
+}
+
+/// Scores (or their gradients) of at most this many (query, entity) pairs make one block.
+const BLOCK: usize = 1 << 24;
 
 /// One rank's dense pass of a step: its scored queries against its candidates' blocks of rows,
 /// and the buffers the gradients go to.
@@ -300,9 +322,7 @@ impl CandidateScoring<'_> {
         for (stats, rows) in losses {
             partial += dense.bce_loss(stats, rows, queries)?;
         }
-        for (handle, len) in sums {
-            partial += read_sum(dense, handle, len)?;
-        }
+        partial = add_sums(dense, partial, sums)?;
         let (positive_loss, positive_grads) = positives
             .map(|p| p.logistic(1.0 / self.total as f64))
             .unwrap_or_default();
@@ -336,10 +356,7 @@ impl CandidateScoring<'_> {
             sums.push((loss, len));
             sums.push(self.finish(i, range, out, scale));
         }
-        let mut partial = 0.0;
-        for (handle, len) in sums {
-            partial += read_sum(dense, handle, len)?;
-        }
+        let partial = add_sums(dense, 0.0, sums)?;
         let (positive_loss, positive_grads) = positives
             .map(|p| p.logistic(1.0 / self.total as f64))
             .unwrap_or_default();
@@ -379,10 +396,7 @@ impl CandidateScoring<'_> {
             counted.push((counts, counts_len));
             sums.push(self.finish(i, range, &grads, scale));
         }
-        let mut partial = 0.0;
-        for (handle, len) in sums {
-            partial += read_sum(dense, handle, len)?;
-        }
+        let partial = add_sums(dense, 0.0, sums)?;
         // Violations per (true tail, query), summed over the units and blocks.
         let mut violations = vec![0.0f64; k * queries.padded];
         for (handle, len) in counted {
@@ -445,9 +459,7 @@ impl CandidateScoring<'_> {
                 sums.push(self.finish(i, range, out, scale));
             }
         }
-        for (handle, len) in sums {
-            partial += read_sum(dense, handle, len)?;
-        }
+        partial = add_sums(dense, partial, sums)?;
         Ok(LossParts {
             partial,
             scale: 1.0 / self.total as f64,

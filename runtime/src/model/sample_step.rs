@@ -14,7 +14,7 @@ use std::ops::Range;
 use cubecl::bytes::Bytes;
 use rowshard_kernels::DenseKernels;
 
-use super::candidate_losses::{CandidateScoring, LossParts, block_labels};
+use super::candidate_losses::{CandidateScoring, LossParts, block_labels, blocks};
 use super::candidates::CandidateGradient;
 use super::dense_inputs::DenseQueries;
 use super::id_lists::IdLists;
@@ -22,7 +22,6 @@ use super::positives::Positives;
 use super::scoring::ScoringFunction;
 use super::sharded_model::ShardedModel;
 use super::train::{EntityLoss, StepReport};
-use crate::comm::{from_bytes, to_bytes};
 use crate::error::ShardError;
 
 /// One chunk of a rank's queries and the sample they are scored against.
@@ -69,19 +68,12 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let DenseQueries {
             rows: q,
             offset_grads,
-        } = self.dense_queries(
-            inputs.fed_heads().to_vec(),
-            &inputs.relation_rows,
-            &inputs.relation_index,
-        )?;
-        // The true tails of the rank's queries that it owns, for an entity regulariser.
+        } = self.queries_of(&inputs)?;
+        // The true tails of every rank's queries that this rank owns, for an entity regulariser.
         let tails: Vec<u32> = if self.regularization.entities.is_none() {
             Vec::new()
         } else {
-            let mut labels_all = IdLists::new();
-            for part in self.comm.all_gather(&to_bytes(&labels.encode()))? {
-                labels_all.extend_encoded(&from_bytes::<u32>(&part));
-            }
+            let labels_all = self.gather_labels(labels)?;
             let (partition, rank) = (self.entities.partition(), self.comm.rank());
             let (_, ids) = labels_all.distinct();
             ids.iter()
@@ -119,10 +111,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             let candidates = self.sample_candidates(chunk.sample.clone(), rows);
             let count = candidates.count;
             let queries = dense.upload_queries(q_chunk, r.len());
-            let block_rows = (super::all_entities::BLOCK / queries.padded).max(1);
-            let blocks: Vec<Range<usize>> = (0..count.div_ceil(block_rows))
-                .map(|i| i * block_rows..((i + 1) * block_rows).min(count))
-                .collect();
+            let blocks = blocks(count, queries.padded);
             // No true tail among a sample's rows: they are scored apart.
             let targets = block_labels(&IdLists::new(), |_| None, &blocks, loss);
             let dw = client.empty((count * width).max(1) * 4);
