@@ -360,6 +360,17 @@ pub fn check_shared_negatives_step<S: ScoringFunction>(
     check_softmax_against::<S>(backend, reference, n3, (0.0, 0.0), Some((negatives, batch)));
 }
 
+/// [`check_shared_negatives_step`] without batch negatives, through dropout's masks of the head
+/// and relation rows (`dropout`: their probabilities).
+pub fn check_shared_negatives_dropout_step<S: ScoringFunction>(
+    backend: Backend,
+    reference: Score,
+    negatives: &[u32],
+    dropout: (f32, f32),
+) {
+    check_softmax_against::<S>(backend, reference, 0.0, dropout, Some((negatives, false)));
+}
+
 /// Query `b`'s candidates: every entity, or the negatives and the true tails (the batch's
 /// with batch negatives, else its own, listed before the negatives).
 fn candidates(negatives: Option<(&[u32], bool)>, labels: &IdLists, b: usize) -> Vec<u32> {

@@ -23,8 +23,8 @@ use rowshard::{IdLists, ShardedModel, TrainBatch};
 use rowshard_kernels::Backend;
 use rowshard_tests::model_suite::{
     check_adversarial_step, check_chunked_steps, check_kvsall_step, check_logistic_step,
-    check_margin_step, check_shared_negatives_step, check_softmax_step, check_triples_step,
-    sgd_spec,
+    check_margin_step, check_shared_negatives_dropout_step, check_shared_negatives_step,
+    check_softmax_step, check_triples_step, sgd_spec,
 };
 use rowshard_tests::scores;
 
@@ -80,7 +80,7 @@ fn a_chunked_shared_negatives_step_is_the_host_step_on_every_rank_count() {
 }
 
 /// Scores the dense kernels cannot take (plain distances) are scored pair by pair against
-/// shared negatives, with every loss.
+/// shared negatives, with every loss, a regulariser and dropout.
 #[test]
 fn a_shared_negatives_step_of_a_plain_distance_is_the_host_step_on_every_rank_count() {
     let negatives = [1, 1, 6, 10, 16, 19];
@@ -88,6 +88,14 @@ fn a_shared_negatives_step_of_a_plain_distance_is_the_host_step_on_every_rank_co
     check_adversarial_step::<RotatE>(Backend::Cpu, scores::rotate, &negatives, 1.0);
     check_margin_step::<TransE>(Backend::Cpu, scores::transe, &negatives, 2.0);
     check_shared_negatives_step::<RotatE>(Backend::Cpu, scores::rotate, 0.0, &negatives, false);
+    // With N3 and with dropout (their gradients through the same paths as the dense step's).
+    check_shared_negatives_step::<TransE>(Backend::Cpu, scores::transe, 0.05, &negatives, false);
+    check_shared_negatives_dropout_step::<RotatE>(
+        Backend::Cpu,
+        scores::rotate,
+        &negatives,
+        (0.3, 0.2),
+    );
 }
 
 #[test]

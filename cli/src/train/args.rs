@@ -105,8 +105,8 @@ pub struct TrainArgs {
     /// negsample's bce weighs each true triple's corruptions by softmax(α · score).
     #[arg(long, value_parser = parse_positive)]
     pub adversarial_temperature: Option<f64>,
-    /// The margin γ of --loss margin.
-    #[arg(long, default_value_t = 1.0, value_parser = parse_positive)]
+    /// The margin γ ≥ 0 of --loss margin.
+    #[arg(long, default_value_t = 1.0, value_parser = parse_non_negative)]
     pub margin: f64,
     /// Training triples per block when they stream from a prepared folder (`rowshard
     /// prepare`): an epoch reads the blocks in a shuffled order and shuffles within each.

@@ -97,7 +97,9 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                         &dense, heads, relations, labels, loss, &chunks, offset, total,
                     ),
                     // A score the dense kernels cannot take, pair by pair (`per_pair.rs`).
-                    None => self.train_per_pair(heads, relations, labels, loss, &chunks, total),
+                    None => {
+                        self.train_per_pair(heads, relations, labels, loss, &chunks, offset, total)
+                    }
                 };
             }
         }
@@ -533,15 +535,15 @@ struct QueryGradient<'a> {
 /// What the query kernel reads for a rank's queries (see `query_inputs`).
 pub(super) struct QueryInputs {
     /// The head rows, as looked up.
-    head_rows: Vec<f32>,
+    pub(super) head_rows: Vec<f32>,
     /// The head rows fed to the query, masked with dropout (`None`: as looked up).
     head_rows_fed: Option<Vec<f32>>,
     /// The relation rows fed to the query: the relation table, or masked copies.
-    relation_rows: DeviceRows,
+    pub(super) relation_rows: DeviceRows,
     /// Which of `relation_rows` each query reads.
-    relation_index: Vec<u32>,
+    pub(super) relation_index: Vec<u32>,
     /// The head and relation masks, with dropout.
-    masks: Option<(Masks, Masks)>,
+    pub(super) masks: Option<(Masks, Masks)>,
 }
 
 impl QueryInputs {

@@ -11,6 +11,7 @@
 use cubecl::bytes::Bytes;
 
 use super::id_lists::IdLists;
+use super::regularize::StepRows;
 use super::sample_step::SampleChunk;
 use super::scoring::ScoringFunction;
 use super::sharded_model::ShardedModel;
@@ -106,8 +107,10 @@ fn query_loss(loss: EntityLoss, pos: &[f64], neg: &[f64], grads: &mut [f64]) -> 
 
 impl<S: ScoringFunction> ShardedModel<'_, S> {
     /// One step of `loss` on this rank's queries against their true tails and their chunks'
-    /// samples (`chunks`: the rank's queries in each, and its distinct ids), pair by pair;
-    /// `total` queries over all ranks. The input is checked already. A collective.
+    /// samples (`chunks`: the rank's queries in each, and its distinct ids), pair by pair; the
+    /// rank's queries start at `offset` of the global batch of `total`. The input is checked
+    /// already. A collective.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn train_per_pair(
         &mut self,
         heads: &[u32],
@@ -115,36 +118,31 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         labels: &IdLists,
         loss: EntityLoss,
         chunks: &[SampleChunk],
+        offset: usize,
         total: usize,
     ) -> Result<StepReport, ShardError> {
-        if self.dropout != (0.0, 0.0)
-            || !(self.regularization.entities.is_none() && self.regularization.relations.is_none())
-        {
-            return Err(ShardError::Unsupported(format!(
-                "dropout or a regulariser with shared negatives for {}, whose score the dense \
-                 kernels cannot take ({}); it trains pair by pair, without them",
-                S::NAME,
-                self.not_dense()
-            )));
-        }
         let n = heads.len();
         let dim = self.spec.settings.dim;
         let rdim = self.relation_dim;
-        // Rows: the heads, each query's distinct true tails, each chunk's sample — each looked
-        // up once.
+        // The rows scored as tails: each query's distinct true tails, then each chunk's sample;
+        // looked up with the heads in one exchange (the heads and relations fed through
+        // dropout's masks, if any). Rows are positions: the heads, then those.
         let (owners, positives) = labels.distinct();
-        let mut ids: Vec<u32> = heads.iter().chain(&positives).copied().collect();
+        let mut tail_ids = positives;
         // Per query: where its chunk's sample starts among the rows, and its length.
         let mut samples = vec![(0, 0); n];
         for chunk in chunks {
             for b in chunk.queries.clone() {
-                samples[b] = (ids.len(), chunk.sample.len());
+                samples[b] = (n + tail_ids.len(), chunk.sample.len());
             }
-            ids.extend_from_slice(&chunk.sample);
+            tail_ids.extend_from_slice(&chunk.sample);
         }
-        let ent = self.kernels.upload_f32(self.entities.lookup(&ids)?);
-        let rel = self.relation_rows();
-        // Pairs, query by query: its true tails, then its sample (positions into the rows).
+        let (inputs, tail_rows) = self.query_inputs(heads, relations, offset, &tail_ids)?;
+        let mut rows = inputs.fed_heads().to_vec();
+        rows.extend_from_slice(&tail_rows);
+        let ent = self.kernels.upload_f32(rows);
+        let rel = &inputs.relation_rows;
+        // Pairs, query by query: its true tails, then its sample.
         let mut per_query = vec![0usize; n];
         for &b in &owners {
             per_query[b] += 1;
@@ -167,14 +165,14 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 let range = at..(at + PAIRS).min(tails.len());
                 let pair_relations: Vec<u32> = queries[range.clone()]
                     .iter()
-                    .map(|&b| relations[b as usize])
+                    .map(|&b| inputs.relation_index[b as usize])
                     .collect();
                 let triples = self.kernels.upload_triples(
                     &queries[range.clone()],
                     &pair_relations,
                     &tails[range],
                 );
-                let scores = self.kernels.forward(&ent, &rel, &triples);
+                let scores = self.kernels.forward(&ent, rel, &triples);
                 (triples, scores)
             })
             .collect();
@@ -197,14 +195,14 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             at += pairs;
         }
         // Back through the scoring function; every pair's gradients summed into its rows.
-        let mut row_grads = vec![0.0f32; ids.len() * dim];
+        let mut row_grads = vec![0.0f32; (n + tail_ids.len()) * dim];
         let mut relation_grads = vec![0.0f32; n * rdim];
         for (i, (triples, _)) in launches.iter().enumerate() {
             let first = i * PAIRS;
             let count = triples.count;
             let up = &upstream[first..first + count];
             let up = self.kernels.client().create(Bytes::from_elems(up.to_vec()));
-            let [dh, dr, dt] = self.kernels.backward(&ent, &rel, triples, &up);
+            let [dh, dr, dt] = self.kernels.backward(&ent, rel, triples, &up);
             let (dh, dt) = (
                 self.kernels.read(dh, count * dim)?,
                 self.kernels.read(dt, count * dim)?,
@@ -223,11 +221,39 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 );
             }
         }
+        // The heads' and relations' gradients through dropout's masks, then the regularisers'.
+        let tail_grads = row_grads.split_off(n * dim);
+        let mut head_grads = row_grads;
+        if let Some((head_mask, relation_mask)) = &inputs.masks {
+            head_mask.apply(&mut head_grads);
+            relation_mask.apply(&mut relation_grads);
+        }
+        let owned = self.owned_true_tails(labels)?;
+        let (penalty, extra) = self.regularize(
+            StepRows {
+                heads,
+                head_rows: &inputs.head_rows,
+                head_grads: &mut head_grads,
+                tails: &owned,
+                relations,
+                relation_grads: &mut relation_grads,
+            },
+            total,
+        )?;
+        let mut ids = heads.to_vec();
+        ids.extend_from_slice(&extra.ids);
+        ids.extend_from_slice(&tail_ids);
+        let mut grads = head_grads;
+        grads.extend_from_slice(&extra.grads);
+        grads.extend_from_slice(&tail_grads);
+        let mut relation_ids = relations.to_vec();
+        relation_ids.extend_from_slice(&extra.relation_ids);
+        relation_grads.extend_from_slice(&extra.relation_grads);
         let lr = self.spec.settings.entity.lr as f32;
-        self.entities.apply_gradients(&ids, &row_grads, lr)?;
-        self.apply_relation_gradients(relations, &relation_grads)?;
+        self.entities.apply_gradients(&ids, &grads, lr)?;
+        self.apply_relation_gradients(&relation_ids, &relation_grads)?;
         Ok(StepReport {
-            loss: sum_f64(self.comm, loss_sum)? / total as f64,
+            loss: sum_f64(self.comm, loss_sum / total as f64 + penalty)?,
             examples: total as u64,
         })
     }

@@ -38,6 +38,23 @@ fn owned_by(owners: &[usize], queries: &Range<usize>) -> Range<usize> {
 }
 
 impl<S: ScoringFunction> ShardedModel<'_, S> {
+    /// The true tails of every rank's queries (`labels` on each) that this rank owns, as local
+    /// rows, one per (query, distinct true tail): what an entity regulariser needs, and
+    /// nothing without one. A collective when there is one.
+    pub(super) fn owned_true_tails(&self, labels: &IdLists) -> Result<Vec<u32>, ShardError> {
+        if self.regularization.entities.is_none() {
+            return Ok(Vec::new());
+        }
+        let labels_all = self.gather_labels(labels)?;
+        let (partition, rank) = (self.entities.partition(), self.comm.rank());
+        let (_, ids) = labels_all.distinct();
+        Ok(ids
+            .iter()
+            .map(|&id| partition.locate(id))
+            .filter_map(|(owner, local)| (owner == rank).then_some(local))
+            .collect())
+    }
+
     /// One step of `loss` on this rank's queries, each chunk against its sample; `total` queries
     /// over all ranks. The input is checked already. A collective.
     #[allow(clippy::too_many_arguments)]
@@ -69,18 +86,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             rows: q,
             offset_grads,
         } = self.queries_of(&inputs)?;
-        // The true tails of every rank's queries that this rank owns, for an entity regulariser.
-        let tails: Vec<u32> = if self.regularization.entities.is_none() {
-            Vec::new()
-        } else {
-            let labels_all = self.gather_labels(labels)?;
-            let (partition, rank) = (self.entities.partition(), self.comm.rank());
-            let (_, ids) = labels_all.distinct();
-            ids.iter()
-                .map(|&id| partition.locate(id))
-                .filter_map(|(owner, local)| (owner == rank).then_some(local))
-                .collect()
-        };
+        let tails = self.owned_true_tails(labels)?;
         // The true tails as scored (augmented ones keep their rows as read, to fold their
         // gradients back).
         let scored_positives = match self.augmented {
