@@ -49,6 +49,19 @@ fn training_steps_equal_the_host_steps_on_wgpu() {
         &[1, 6, 10, 16, 19],
         0.05,
     );
+    // Chunks of the batch, each with its own negatives; a plain distance pair by pair.
+    let lists: [&[u32]; 3] = [&[1, 6], &[10, 16, 19], &[0, 5]];
+    rowshard_tests::model_suite::check_chunked_steps::<ComplEx>(
+        Backend::Wgpu,
+        scores::complex,
+        &lists,
+        2,
+    );
+    rowshard_tests::model_suite::check_logistic_step::<TransE>(
+        Backend::Wgpu,
+        scores::transe,
+        &[1, 6, 10, 16, 19],
+    );
     check_softmax_step::<RotatESq>(Backend::Wgpu, scores::rotate_sq, 0.0, (0.0, 0.0));
     check_shared_negatives_step::<TransESq>(
         Backend::Wgpu,
