@@ -5,6 +5,8 @@
 // Element loops index rows and gradients together, as the formulas do.
 #![allow(clippy::needless_range_loop)]
 
+use std::ops::Range;
+
 use rowshard::comm::{Communicator, threads};
 use rowshard::error::ShardError;
 use rowshard::model::{
@@ -357,7 +359,47 @@ pub fn check_shared_negatives_step<S: ScoringFunction>(
     negatives: &[u32],
     batch: bool,
 ) {
-    check_softmax_against::<S>(backend, reference, n3, (0.0, 0.0), Some((negatives, batch)));
+    let shared = Shared {
+        lists: &[negatives],
+        chunk: 0,
+        batch,
+    };
+    check_softmax_against::<S>(backend, reference, n3, (0.0, 0.0), Some(shared));
+}
+
+/// [`check_shared_negatives_step`] with batch negatives in chunks of `chunk` queries: chunk `c`
+/// scored against `lists[c]` and its own queries' true tails (PyTorch-BigGraph's chunks).
+pub fn check_chunked_batch_step<S: ScoringFunction>(
+    backend: Backend,
+    reference: Score,
+    n3: f64,
+    lists: &[&[u32]],
+    chunk: usize,
+) {
+    let shared = Shared {
+        lists,
+        chunk,
+        batch: true,
+    };
+    check_softmax_against::<S>(backend, reference, n3, (0.0, 0.0), Some(shared));
+}
+
+/// The shared negatives of a check: a list per chunk of `chunk` queries (`0`: one chunk), with
+/// or without batch negatives.
+#[derive(Clone, Copy, Debug)]
+struct Shared<'a> {
+    lists: &'a [&'a [u32]],
+    chunk: usize,
+    batch: bool,
+}
+
+impl Shared<'_> {
+    /// The chunk of query `b`, and the queries in it (of `n`).
+    fn chunk_of(&self, b: usize, n: usize) -> (usize, Range<usize>) {
+        let c = b.checked_div(self.chunk).unwrap_or(0);
+        let size = if self.chunk == 0 { n } else { self.chunk };
+        (c, c * size..((c + 1) * size).min(n))
+    }
 }
 
 /// [`check_shared_negatives_step`] without batch negatives, through dropout's masks of the head
@@ -368,21 +410,31 @@ pub fn check_shared_negatives_dropout_step<S: ScoringFunction>(
     negatives: &[u32],
     dropout: (f32, f32),
 ) {
-    check_softmax_against::<S>(backend, reference, 0.0, dropout, Some((negatives, false)));
+    let shared = Shared {
+        lists: &[negatives],
+        chunk: 0,
+        batch: false,
+    };
+    check_softmax_against::<S>(backend, reference, 0.0, dropout, Some(shared));
 }
 
-/// Query `b`'s candidates: every entity, or the negatives and the true tails (the batch's
-/// with batch negatives, else its own, listed before the negatives).
-fn candidates(negatives: Option<(&[u32], bool)>, labels: &IdLists, b: usize) -> Vec<u32> {
-    let Some((negatives, batch)) = negatives else {
+/// Query `b`'s candidates: every entity, or its chunk's negatives and true tails (its chunk's
+/// queries' with batch negatives, else its own, listed before the negatives).
+fn candidates(shared: Option<Shared>, labels: &IdLists, b: usize) -> Vec<u32> {
+    let Some(shared) = shared else {
         return (0..ENTITIES as u32).collect();
     };
+    let (c, queries) = shared.chunk_of(b, labels.len());
+    let negatives = shared.lists[c];
     let distinct = |ids: &mut Vec<u32>| {
         ids.sort_unstable();
         ids.dedup();
     };
-    if batch {
-        let mut ids: Vec<u32> = negatives.iter().chain(labels.all_ids()).copied().collect();
+    if shared.batch {
+        let mut ids = negatives.to_vec();
+        for q in queries {
+            ids.extend_from_slice(labels.get(q));
+        }
         distinct(&mut ids);
         return ids;
     }
@@ -413,16 +465,16 @@ fn check_softmax_against<S: ScoringFunction>(
     reference: Score,
     n3: f64,
     dropout: (f32, f32),
-    negatives: Option<(&[u32], bool)>,
+    negatives: Option<Shared>,
 ) {
     let (heads, relations, labels) = softmax_batch();
     let smoothing = match negatives {
-        Some((_, false)) => 0.0,
+        Some(Shared { batch: false, .. }) => 0.0,
         _ => 0.1f64,
     };
     let n = heads.len();
     let regularizer = rowshard::model::Regularizer::N3 { weight: n3 };
-    let sample = IdLists::from_lists(&[negatives.map_or(&[][..], |(ids, _)| ids)]);
+    let sample = IdLists::from_lists(negatives.map_or(&[][..], |s| s.lists));
     for world in [1, 2, 3, 7] {
         let (e0, r0, e1, r1) = run_step::<S>(backend, world, |model, rank, world| {
             if n3 > 0.0 {
@@ -446,13 +498,13 @@ fn check_softmax_against<S: ScoringFunction>(
                     labels,
                     loss,
                 },
-                Some((_, batch_negatives)) => TrainBatch::SharedNegatives {
+                Some(shared) => TrainBatch::SharedNegatives {
                     heads,
                     relations,
                     labels,
                     negatives: &sample,
-                    chunk: 0,
-                    batch_negatives,
+                    chunk: shared.chunk,
+                    batch_negatives: shared.batch,
                     loss,
                 },
             };
@@ -490,7 +542,7 @@ fn check_softmax_against<S: ScoringFunction>(
             let candidates = candidates(negatives, &labels, b);
             let count = candidates.len() as f64;
             // Without batch negatives the true tails come first, the sample after.
-            let apart = matches!(negatives, Some((_, false)));
+            let apart = matches!(negatives, Some(Shared { batch: false, .. }));
             let y: Vec<f64> = candidates
                 .iter()
                 .enumerate()

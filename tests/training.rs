@@ -22,9 +22,9 @@ use rowshard::train::{
 use rowshard::{IdLists, ShardedModel, TrainBatch};
 use rowshard_kernels::Backend;
 use rowshard_tests::model_suite::{
-    check_adversarial_step, check_chunked_steps, check_kvsall_step, check_logistic_step,
-    check_margin_step, check_shared_negatives_dropout_step, check_shared_negatives_step,
-    check_softmax_step, check_triples_step, sgd_spec,
+    check_adversarial_step, check_chunked_batch_step, check_chunked_steps, check_kvsall_step,
+    check_logistic_step, check_margin_step, check_shared_negatives_dropout_step,
+    check_shared_negatives_step, check_softmax_step, check_triples_step, sgd_spec,
 };
 use rowshard_tests::scores;
 
@@ -77,6 +77,10 @@ fn a_chunked_shared_negatives_step_is_the_host_step_on_every_rank_count() {
     check_chunked_steps::<ComplEx>(Backend::Cpu, scores::complex, &lists, 2);
     check_chunked_steps::<RotatESq>(Backend::Cpu, scores::rotate_sq, &lists[..2], 4);
     check_chunked_steps::<TransE>(Backend::Cpu, scores::transe, &lists, 2);
+    // Batch negatives in chunks: each chunk's queries against its list and its queries' true
+    // tails (the softmax with label smoothing, and N3).
+    check_chunked_batch_step::<ComplEx>(Backend::Cpu, scores::complex, 0.05, &lists, 2);
+    check_chunked_batch_step::<RotatESq>(Backend::Cpu, scores::rotate_sq, 0.0, &lists[..2], 4);
 }
 
 /// Scores the dense kernels cannot take (plain distances) are scored pair by pair against

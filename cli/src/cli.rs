@@ -360,6 +360,11 @@ fn bench_negatives(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             },
             case(Mode::OneVsAll, uniform(256, false), 8192),
             case(Mode::OneVsAll, uniform(256, true), 2048),
+            // PyTorch-BigGraph's batch negatives: each chunk's own true tails.
+            TrainCase {
+                chunk: 256,
+                ..case(Mode::OneVsAll, uniform(256, true), 2048)
+            },
         ] {
             figures.push(run(args.workload.backend, &big, &case)?);
             eprintln!("  measured {:?} on {ranks} ranks", case.mode);

@@ -93,9 +93,9 @@ pub struct TrainArgs {
     /// degree), batch (the batch's true tails), comma-separated: uniform:N,degree:M,batch.
     #[arg(long, default_value = "all", value_parser = parse_negatives)]
     pub negatives: Negatives,
-    /// Shared negatives without batch negatives: queries of the global batch per chunk, each
-    /// chunk scored against its own draw of --negatives (PyTorch-BigGraph's chunks; default: the
-    /// whole batch is one chunk).
+    /// Shared negatives: queries of the global batch per chunk, each chunk scored against its
+    /// own draw of --negatives (and with `batch`, its own queries' true tails):
+    /// PyTorch-BigGraph's chunks; default: the whole batch is one chunk.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub chunk: Option<u32>,
     /// Corruptions per true triple (negsample).

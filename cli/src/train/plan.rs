@@ -116,11 +116,10 @@ impl<'a> Plan<'a> {
                     .into(),
             );
         }
-        if args.chunk.is_some() && !matches!(args.negatives, Negatives::Shared { batch: false, .. })
-        {
+        if args.chunk.is_some() && args.negatives == Negatives::All {
             return Err(
-                "--chunk applies to shared negatives without batch negatives (--negatives \
-                 uniform:N or degree:N): each chunk of the batch draws its own"
+                "--chunk applies to shared negatives (--negatives uniform:N, degree:N, batch): \
+                 each chunk of the batch draws its own"
                     .into(),
             );
         }

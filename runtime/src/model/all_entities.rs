@@ -50,7 +50,10 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         loss: EntityLoss,
         negatives: Option<SharedNegatives>,
     ) -> Result<StepReport, ShardError> {
-        let local = self.check_entity_step(heads, relations, labels, loss, negatives)?;
+        let apart = self.check_entity_step(heads, relations, labels, loss, negatives)?;
+        // Each rank scores only its own queries against shared negatives, chunk by chunk —
+        // unless batch negatives make the whole batch one chunk of candidates.
+        let local = apart || negatives.is_some_and(|s| s.batch && s.chunk > 0);
         let n = heads.len();
         let counts = all_values(self.comm, n as u64)?;
         let total = counts.iter().sum::<u64>() as usize;
@@ -73,7 +76,22 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 return Err(ShardError::BadInput { rank: 0, error });
             }
             if local {
-                // Each rank scores its own queries, chunk by chunk (`sample_step.rs`).
+                // Each rank scores its own queries, chunk by chunk (`sample_step.rs`); with
+                // batch negatives a chunk's candidates are its sample and its queries' true
+                // tails, every rank's.
+                if !apart && self.dense.is_none() {
+                    return Err(ShardError::Unsupported(format!(
+                        "batch negatives for {}, whose score the dense kernels cannot take \
+                         ({}); train it with uniform or degree negatives alone",
+                        S::NAME,
+                        self.not_dense()
+                    )));
+                }
+                let labels_all = if apart {
+                    IdLists::new()
+                } else {
+                    self.gather_labels(labels)?
+                };
                 let mine = offset..offset + n;
                 let chunks: Vec<SampleChunk> = chunks
                     .iter()
@@ -83,6 +101,11 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                         let end = range.end.min(mine.end);
                         (start < end).then(|| {
                             let mut sample = shared.lists.get(c).to_vec();
+                            if !apart {
+                                for b in range.clone() {
+                                    sample.extend_from_slice(labels_all.get(b));
+                                }
+                            }
                             sample.sort_unstable();
                             sample.dedup();
                             SampleChunk {
@@ -94,7 +117,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                     .collect();
                 return match self.dense.clone() {
                     Some(dense) => self.train_against_samples(
-                        &dense, heads, relations, labels, loss, &chunks, offset, total,
+                        &dense, heads, relations, labels, loss, &chunks, apart, offset, total,
                     ),
                     // A score the dense kernels cannot take, pair by pair (`per_pair.rs`).
                     None => {
@@ -261,8 +284,8 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
     }
 
     /// Refuses bad input (on any rank, on every rank) and settings the step cannot train; says
-    /// whether each rank scores only its own queries: shared negatives without batch negatives,
-    /// the queries' true tails scored apart. A collective.
+    /// whether the queries' true tails are scored apart from the negatives: shared negatives
+    /// without batch negatives. A collective.
     fn check_entity_step(
         &self,
         heads: &[u32],
@@ -310,13 +333,6 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 shared.batch
             );
             agree_on(self.comm, &[("the shared negatives", what)])?;
-            if shared.batch && shared.lists.len() != 1 {
-                return Err(ShardError::Unsupported(
-                    "batch negatives in chunks: with batch negatives the whole batch is one \
-                     chunk (each rank scores every query against its share of the candidates)"
-                        .into(),
-                ));
-            }
             if !shared.batch && smoothing > 0.0 {
                 return Err(ShardError::Unsupported(
                     "label smoothing with shared negatives needs batch negatives (it spreads \
@@ -325,8 +341,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 ));
             }
         }
-        // Without batch negatives each query's positives are scored apart from the sample, and
-        // each rank scores only its own queries, against the whole sample (see below).
+        // Without batch negatives each query's positives are scored apart from the sample.
         let local = negatives.is_some_and(|s| !s.batch);
         if let EntityLoss::SelfAdversarial { temperature } = loss {
             if !local {

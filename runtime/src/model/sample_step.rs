@@ -56,7 +56,9 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
     }
 
     /// One step of `loss` on this rank's queries, each chunk against its sample; `total` queries
-    /// over all ranks. The input is checked already. A collective.
+    /// over all ranks. With the true tails `apart`, each query's are looked up and scored on
+    /// their own; else they are among their chunk's sample (batch negatives) and the targets
+    /// are corrected from the label lists. The input is checked already. A collective.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn train_against_samples(
         &mut self,
@@ -66,6 +68,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         labels: &IdLists,
         loss: EntityLoss,
         chunks: &[SampleChunk],
+        apart: bool,
         offset: usize,
         total: usize,
     ) -> Result<StepReport, ShardError> {
@@ -73,8 +76,12 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let dim = self.spec.settings.dim;
         let width = self.dense_width();
         let client = self.kernels.client().clone();
-        // The true tails and every chunk's sample, looked up with the heads.
-        let (owners, positive_ids) = labels.distinct();
+        // The true tails (when apart) and every chunk's sample, looked up with the heads.
+        let (owners, positive_ids) = if apart {
+            labels.distinct()
+        } else {
+            (Vec::new(), Vec::new())
+        };
         let mut looked_up = positive_ids.clone();
         for chunk in chunks {
             looked_up.extend_from_slice(&chunk.sample);
@@ -118,8 +125,15 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             let count = candidates.count;
             let queries = dense.upload_queries(q_chunk, r.len());
             let blocks = blocks(count, queries.padded);
-            // No true tail among a sample's rows: they are scored apart.
-            let targets = block_labels(&IdLists::new(), |_| None, &blocks, loss);
+            // The chunk's queries' true tails among its rows (none when they are apart).
+            let own = if apart {
+                IdLists::new()
+            } else {
+                let lists: Vec<&[u32]> = r.clone().map(|b| labels.get(b)).collect();
+                IdLists::from_lists(&lists)
+            };
+            let row = |id: u32| chunk.sample.binary_search(&id).ok().map(|at| at as u32);
+            let targets = block_labels(&own, row, &blocks, loss);
             let dw = client.empty((count * width).max(1) * 4);
             let dq_buffer = if blocks.is_empty() {
                 client.create(Bytes::from_elems(vec![0.0f32; width * queries.padded]))
@@ -145,7 +159,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 local: true,
                 width,
             }
-            .run(loss, Some(&positives))?;
+            .run(loss, apart.then_some(&positives))?;
             rank_loss += partial * scale + positive_loss;
             let dq_chunk = &mut dq[r.start * width..r.end * width];
             dq_chunk.copy_from_slice(&dense.read_query_grad(dq_buffer, &queries)?);

@@ -190,8 +190,9 @@ pub struct TrainConfig {
     /// blocks in a shuffled order and shuffles each, so a rank holds one block (12 bytes a
     /// triple, and its queries) at a time.
     pub stream_block: usize,
-    /// Shared negatives without batch negatives: queries of the global batch per chunk, each
-    /// chunk with its own draw of negatives (PyTorch-BigGraph's chunks; `0`: the whole batch).
+    /// Shared negatives: queries of the global batch per chunk, each chunk with its own draw of
+    /// negatives — and, with batch negatives, its own queries' true tails (PyTorch-BigGraph's
+    /// chunks; `0`: the whole batch).
     pub chunk: usize,
 }
 
@@ -474,7 +475,7 @@ impl<'d> Trainer<'d> {
                         batch,
                     } => {
                         let entities = self.data.entities.len() as u32;
-                        let chunk = if batch { 0 } else { c.chunk };
+                        let chunk = c.chunk;
                         let chunks = if chunk == 0 {
                             1
                         } else {
