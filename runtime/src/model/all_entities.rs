@@ -342,9 +342,9 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             }
         }
         // Without batch negatives each query's positives are scored apart from the sample.
-        let local = negatives.is_some_and(|s| !s.batch);
+        let apart = negatives.is_some_and(|s| !s.batch);
         if let EntityLoss::SelfAdversarial { temperature } = loss {
-            if !local {
+            if !apart {
                 return Err(ShardError::Unsupported(
                     "self-adversarial weighting needs shared negatives without batch negatives \
                      (it weighs each query's negatives, apart from its true tails)"
@@ -358,7 +358,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             }
         }
         if let EntityLoss::Margin { margin } = loss {
-            if !local {
+            if !apart {
                 return Err(ShardError::Unsupported(
                     "margin ranking needs shared negatives without batch negatives (it ranks \
                      each query's true tails, scored apart, against its negatives)"
@@ -371,7 +371,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 )));
             }
         }
-        Ok(local)
+        Ok(apart)
     }
 
     /// The query kernel's output for `inputs` (see `dense_queries`).

@@ -25,12 +25,12 @@ pub enum CorruptionLoss {
 }
 
 /// `log(1 + eˣ)`, stable for large `|x|`.
-fn softplus(x: f64) -> f64 {
+pub(super) fn softplus(x: f64) -> f64 {
     x.max(0.0) + (-x.abs()).exp().ln_1p()
 }
 
-/// `σ(x)`.
-fn sigmoid(x: f64) -> f64 {
+/// `σ(x)`, stable for large `|x|`.
+pub(super) fn sigmoid(x: f64) -> f64 {
     if x >= 0.0 {
         1.0 / (1.0 + (-x).exp())
     } else {

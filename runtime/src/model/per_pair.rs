@@ -10,6 +10,7 @@
 
 use cubecl::bytes::Bytes;
 
+use super::corruptions::{sigmoid, softplus};
 use super::id_lists::IdLists;
 use super::regularize::StepRows;
 use super::sample_step::SampleChunk;
@@ -21,21 +22,6 @@ use crate::error::ShardError;
 
 /// Pairs scored per launch: bounds the step's buffers (at dim 128 about 100 MB of gradients).
 const PAIRS: usize = 1 << 16;
-
-/// `log(1 + eˣ)`, stable for large `|x|`.
-fn softplus(x: f64) -> f64 {
-    x.max(0.0) + (-x.abs()).exp().ln_1p()
-}
-
-/// `σ(x)`, stable for large `|x|`.
-fn sigmoid(x: f64) -> f64 {
-    let e = (-x.abs()).exp();
-    if x >= 0.0 {
-        1.0 / (1.0 + e)
-    } else {
-        e / (1.0 + e)
-    }
-}
 
 /// The loss of one query over the scores `pos` of its true tails and `neg` of the sample, as the
 /// dense step defines it ([`EntityLoss`] on shared negatives without batch negatives), and its

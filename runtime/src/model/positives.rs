@@ -8,13 +8,13 @@
 
 /// This rank's queries' positives: each distinct true tail of each query, with its row and
 /// score.
-pub(super) struct Positives {
+pub(super) struct Positives<'a> {
     /// Query (position in this rank's batch) of each positive.
     queries: Vec<usize>,
     /// Its entity.
     ids: Vec<u32>,
     /// Its row, as looked up.
-    rows: Vec<f32>,
+    rows: &'a [f32],
     /// `⟨q, t⟩`.
     scores: Vec<f64>,
     /// Positives of each query.
@@ -22,11 +22,11 @@ pub(super) struct Positives {
     dim: usize,
 }
 
-impl Positives {
+impl<'a> Positives<'a> {
     /// Scores the positives `(queries, ids)` (each query's distinct true tails, from
     /// `IdLists::distinct`) with their looked-up
     /// `rows` against `q` (this rank's queries, `dim` wide).
-    pub fn new(queries: Vec<usize>, ids: Vec<u32>, rows: Vec<f32>, q: &[f32], dim: usize) -> Self {
+    pub fn new(queries: Vec<usize>, ids: Vec<u32>, rows: &'a [f32], q: &[f32], dim: usize) -> Self {
         let n = q.len() / dim.max(1);
         let mut counts = vec![0; n];
         let scores = queries

@@ -115,7 +115,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             let positives = Positives::new(
                 owners[p.clone()].iter().map(|&b| b - r.start).collect(),
                 positive_ids[p.clone()].to_vec(),
-                scored_positives[p.start * width..p.end * width].to_vec(),
+                &scored_positives[p.start * width..p.end * width],
                 q_chunk,
                 width,
             );
