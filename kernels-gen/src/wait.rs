@@ -1,12 +1,17 @@
-//! Waiting for the device, one thread at a time on the `cpu` runtime.
+//! Waiting for the device, one thread at a time on the `cpu` runtime when its threads outnumber
+//! the cores.
 //!
 //! The CubeCL `cpu` runtime waits for a kernel by spinning, then yielding in a loop. Thread
-//! ranks that wait at once take turns on the cores its two workers need: four ranks on two cores
-//! ran 20–25% slower than two. Waiting behind a process-wide mutex instead, all waiters but one
-//! sleep (measured: four ranks then match two, and two gain too; docs/benchmarks.md). GPU
-//! runtimes wait as CubeCL does.
+//! ranks that wait at once take turns on the cores its workers need: on two cores, three ranks
+//! waiting at once trained 1.3–2.6× slower than one at a time, four 2–5× slower. Where the
+//! process drives more thread ranks than it has cores, waiters therefore queue behind a
+//! process-wide mutex, and all but one sleep. Where the ranks fit the cores, each waits as
+//! CubeCL does: queueing them there made two ranks on two cores 8–12% slower with shared
+//! negatives, as a rank whose kernels were done waited for the other's (docs/benchmarks.md).
+//! GPU runtimes wait as CubeCL does.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use cubecl::bytes::Bytes;
 use cubecl::prelude::Client;
@@ -18,9 +23,37 @@ use crate::shape::is_cpu_runtime;
 
 static WAITING: Mutex<()> = Mutex::new(());
 
-/// Held while this thread waits for the `cpu` runtime; `None` on other runtimes.
+/// Thread ranks running in this process now, over every group of them.
+static THREAD_RANKS: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts `ranks` thread ranks as running until it is dropped (see [`thread_ranks`]).
+#[must_use = "the ranks count as running only while this lives"]
+pub struct ThreadRanks(usize);
+
+/// Marks `ranks` threads of this process as thread ranks that drive the runtime, from now until
+/// the returned guard drops: while they outnumber the cores, they wait one at a time.
+pub fn thread_ranks(ranks: usize) -> ThreadRanks {
+    THREAD_RANKS.fetch_add(ranks, Ordering::SeqCst);
+    ThreadRanks(ranks)
+}
+
+impl Drop for ThreadRanks {
+    fn drop(&mut self) {
+        THREAD_RANKS.fetch_sub(self.0, Ordering::SeqCst);
+    }
+}
+
+/// The cores this process may run on.
+fn cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Held while this thread waits for the `cpu` runtime, where its thread ranks outnumber the
+/// cores; `None` otherwise and on other runtimes.
 fn turn(client: &Client) -> Option<MutexGuard<'static, ()>> {
-    is_cpu_runtime(client).then(|| WAITING.lock().unwrap_or_else(|p| p.into_inner()))
+    let crowded = THREAD_RANKS.load(Ordering::SeqCst) > cores();
+    (crowded && is_cpu_runtime(client)).then(|| WAITING.lock().unwrap_or_else(|p| p.into_inner()))
 }
 
 /// `client.read_one(handle)`, waiting in turn.

@@ -241,6 +241,8 @@ where
     F: Fn(&ThreadComm) -> Result<T, E> + Sync,
 {
     let comms = ThreadComm::world(world, timeout);
+    // While they outnumber the cores, the ranks wait for the `cpu` runtime one at a time.
+    let _ranks = rowshard_kernels::wait::thread_ranks(world);
     std::thread::scope(|scope| {
         let handles: Vec<_> = comms
             .into_iter()
