@@ -207,6 +207,7 @@ pub fn check_dense(backend: Backend, dtype: DType) {
         check_bce(&setup, &what);
         check_softmax(&setup, &what);
         check_products(&setup, &what);
+        check_queries_on_device(&setup, &what);
         check_counts(&setup, &what);
     }
 }
@@ -495,6 +496,52 @@ fn check_products(s: &Setup, what: &str) {
             );
         }
     }
+}
+
+/// Queries whose rows are on the device already (`queries_with_rows`, as a query kernel leaves
+/// them) give the same products bit for bit as uploaded ones, and buffers read in one round trip
+/// (an empty read among them) equal those read one by one.
+fn check_queries_on_device(s: &Setup, what: &str) {
+    let c = s.case;
+    let k = &s.kernels;
+    let client = k.client();
+    let on_device = k.queries_with_rows(
+        client.create(Bytes::from_elems(s.q.clone())),
+        &s.q,
+        c.queries,
+    );
+    let mut rng = Rng::new(c.dim as u64 * 17 + c.queries as u64);
+    let g = client.create(Bytes::from_elems(rng.values(
+        c.rows * s.queries.padded,
+        -1.0,
+        1.0,
+    )));
+    let products = |queries: &DeviceQueries| {
+        let dw = client.create(Bytes::from_elems(vec![0.0f32; c.table_rows * c.dim]));
+        k.table_grad(queries, &s.block(), &g, &dw);
+        let dq = k.query_grad_buffer(queries);
+        k.query_grad(&g, &s.block(), queries, &dq, false);
+        (dw, dq)
+    };
+    let (dw_uploaded, dq_uploaded) = products(&s.queries);
+    let (dw, dq) = products(&on_device);
+    let len = c.table_rows * c.dim;
+    let nothing = client.create(Bytes::from_elems(vec![1.0f32]));
+    let read = k
+        .read_each(vec![
+            (dw, len),
+            (nothing, 0),
+            (dq, k.query_grad_len(&on_device)),
+        ])
+        .expect("read");
+    assert!(read[1].is_empty(), "{what}: a read of no values");
+    assert_eq!(read[0], s.read(dw_uploaded, len), "{what}: table gradient");
+    let dq_uploaded = k.read_query_grad(dq_uploaded, &s.queries).expect("read");
+    assert_eq!(
+        k.query_grad_rows(&read[2], &on_device),
+        dq_uploaded,
+        "{what}: query gradient"
+    );
 }
 
 fn check_counts(s: &Setup, what: &str) {

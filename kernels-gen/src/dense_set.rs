@@ -417,6 +417,17 @@ impl DenseKernels {
 
     /// Uploads `count` queries (`count × dim`, row-major) in both layouts.
     pub fn upload_queries(&self, q: &[f32], count: usize) -> DeviceQueries {
+        let rows = if q.is_empty() {
+            vec![0.0; self.dim]
+        } else {
+            q.to_vec()
+        };
+        self.queries_with_rows(self.upload(rows), q, count)
+    }
+
+    /// [`DenseKernels::upload_queries`] where `Q` is on the device already: `rows` holds the
+    /// `count × dim` values of `q` (a query kernel's output, say); only `Qᵀ` is uploaded.
+    pub fn queries_with_rows(&self, rows: Handle, q: &[f32], count: usize) -> DeviceQueries {
         let dim = self.dim;
         assert_eq!(q.len(), count * dim, "queries are count × dim values");
         let panel = self.panel();
@@ -428,13 +439,8 @@ impl DenseKernels {
                 transposed[(p * dim + k) * panel + j] = x;
             }
         }
-        let rows = if q.is_empty() {
-            vec![0.0; dim]
-        } else {
-            q.to_vec()
-        };
         DeviceQueries {
-            rows: self.upload(rows),
+            rows,
             transposed: self.upload(transposed),
             count,
             panel,
@@ -889,7 +895,7 @@ impl DenseKernels {
     /// A buffer for the queries' gradient: `dim × padded` values, laid out like `Qᵀ` (see
     /// [`DenseKernels::read_query_grad`]).
     pub fn query_grad_buffer(&self, queries: &DeviceQueries) -> Handle {
-        self.client.empty(self.dim * queries.padded * 4)
+        self.client.empty(self.query_grad_len(queries) * 4)
     }
 
     /// Reads a query gradient back, row-major (`count × dim`).
@@ -898,8 +904,19 @@ impl DenseKernels {
         grad: Handle,
         queries: &DeviceQueries,
     ) -> Result<Vec<f32>, KernelError> {
+        let transposed = self.read(grad, self.query_grad_len(queries))?;
+        Ok(self.query_grad_rows(&transposed, queries))
+    }
+
+    /// Values in a [`DenseKernels::query_grad_buffer`] of `queries`, as read back.
+    pub fn query_grad_len(&self, queries: &DeviceQueries) -> usize {
+        self.dim * queries.padded
+    }
+
+    /// The query gradient read back from a [`DenseKernels::query_grad_buffer`] (its
+    /// [`DenseKernels::query_grad_len`] values) as a row per query, `count × dim`.
+    pub fn query_grad_rows(&self, transposed: &[f32], queries: &DeviceQueries) -> Vec<f32> {
         let (dim, panel) = (self.dim, queries.panel);
-        let transposed = self.read(grad, dim * queries.padded)?;
         let mut out = vec![0.0f32; queries.count * dim];
         for (b, row) in out.chunks_exact_mut(dim).enumerate() {
             let (p, j) = (b / panel, b % panel);
@@ -907,7 +924,7 @@ impl DenseKernels {
                 *x = transposed[(p * dim + k) * panel + j];
             }
         }
-        Ok(out)
+        out
     }
 
     /// Enqueues [`dense_query_grad()`]: `block`'s contribution to the gradient of `queries`,
@@ -1103,12 +1120,33 @@ impl DenseKernels {
 
     /// Reads `len` `f32` values of a buffer back.
     pub fn read(&self, handle: Handle, len: usize) -> Result<Vec<f32>, KernelError> {
-        if len == 0 {
-            return Ok(Vec::new()); // no round trip to the device for nothing
+        let mut values = self.read_each(vec![(handle, len)])?;
+        Ok(values.remove(0))
+    }
+
+    /// Reads the first `len` `f32` values of each buffer back, in one round trip to the device
+    /// (none for lengths of 0, nor when every length is 0).
+    pub fn read_each(&self, reads: Vec<(Handle, usize)>) -> Result<Vec<Vec<f32>>, KernelError> {
+        let wanted: Vec<Handle> = reads
+            .iter()
+            .filter(|(_, len)| *len > 0)
+            .map(|(handle, _)| handle.clone())
+            .collect();
+        let mut bytes = match wanted.is_empty() {
+            true => Vec::new(),
+            false => crate::wait::read(&self.client, wanted)?,
         }
-        let bytes = crate::wait::read_one(&self.client, handle)?;
-        let values: &[f32] = bytemuck::cast_slice(&bytes[..len * 4]);
-        Ok(values.to_vec())
+        .into_iter();
+        Ok(reads
+            .iter()
+            .map(|&(_, len)| match len {
+                0 => Vec::new(),
+                len => {
+                    let bytes = bytes.next().expect("one buffer read per length");
+                    bytemuck::cast_slice::<u8, f32>(&bytes[..len * 4]).to_vec()
+                }
+            })
+            .collect())
     }
 }
 

@@ -62,6 +62,12 @@ pub fn read_one(client: &Client, handle: Handle) -> Result<Bytes, KernelError> {
     client.read_one(handle).map_err(runtime_error)
 }
 
+/// `client.read(handles)`: several buffers in one round trip, waiting in turn.
+pub fn read(client: &Client, handles: Vec<Handle>) -> Result<Vec<Bytes>, KernelError> {
+    let _turn = turn(client);
+    client.read(handles).map_err(runtime_error)
+}
+
 /// Waits for every kernel enqueued on `client`, in turn.
 pub fn sync(client: &Client) -> Result<(), KernelError> {
     let _turn = turn(client);

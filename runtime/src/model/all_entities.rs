@@ -142,11 +142,12 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
 
         // Every rank scores everyone's queries against its shard, or its share of the
         // candidates (model-parallel: no rank holds a whole score row).
-        let (inputs, _) = self.query_inputs(heads, relations, offset, &[])?;
+        let (mut inputs, _) = self.query_inputs(heads, relations, offset, &[])?;
         let DenseQueries {
             rows: q,
             offset_grads,
-        } = self.queries_of(&inputs)?;
+            ..
+        } = self.queries_of(&mut inputs)?;
         let q_all = all_gather_values(self.comm, q)?;
         // Everyone's label lists: the targets among the rows scored here, and the true tails
         // this rank owns for the regularisers.
@@ -374,10 +375,16 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         Ok(apart)
     }
 
-    /// The query kernel's output for `inputs` (see `dense_queries`).
-    pub(super) fn queries_of(&self, inputs: &QueryInputs) -> Result<DenseQueries, ShardError> {
-        let heads = inputs.fed_heads().to_vec();
-        self.dense_queries(heads, &inputs.relation_rows, &inputs.relation_index)
+    /// The query kernel's output for `inputs` (see `dense_queries`); the head rows it read stay
+    /// on the device in `inputs`, for the backward pass.
+    pub(super) fn queries_of(&self, inputs: &mut QueryInputs) -> Result<DenseQueries, ShardError> {
+        let mut queries = self.dense_queries(
+            inputs.fed_heads(),
+            &inputs.relation_rows,
+            &inputs.relation_index,
+        )?;
+        inputs.fed_on_device = queries.heads.take();
+        Ok(queries)
     }
 
     /// Every rank's label lists, in rank order. A collective.
@@ -409,6 +416,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         if p_head == 0.0 && p_relation == 0.0 {
             let inputs = QueryInputs {
                 head_rows_fed: None,
+                fed_on_device: None,
                 head_rows,
                 relation_rows: self.relation_rows(),
                 relation_index: relations.to_vec(),
@@ -434,6 +442,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let inputs = QueryInputs {
             head_rows,
             head_rows_fed: Some(head_rows_fed),
+            fed_on_device: None,
             relation_rows: self.kernels.upload_f32(rows),
             relation_index: (0..n as u32).collect(),
             masks: Some((head_mask, relation_mask)),
@@ -453,7 +462,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         &mut self,
         heads: &[u32],
         relations: &[u32],
-        inputs: QueryInputs,
+        mut inputs: QueryInputs,
         gradient: QueryGradient,
         candidates: CandidateGradient,
         tails: &[u32],
@@ -462,10 +471,20 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let dq = gradient.dq;
         let n = heads.len();
         let dim = self.spec.settings.dim;
-        let mut rows = Vec::with_capacity(2 * n * dim);
-        rows.extend_from_slice(inputs.fed_heads());
-        rows.extend_from_slice(dq);
-        let ent = self.kernels.upload_f32(rows);
+        // The tails are `∂loss/∂q`, after the heads: written beside the head rows where the query
+        // kernel left them, else uploaded with them.
+        let ent = match inputs.fed_on_device.take() {
+            Some(heads) if heads.len == 2 * n * dim => {
+                self.kernels.write_f32(&heads.handle, n * dim, dq);
+                heads
+            }
+            _ => {
+                let mut rows = Vec::with_capacity(2 * n * dim);
+                rows.extend_from_slice(inputs.fed_heads());
+                rows.extend_from_slice(dq);
+                self.kernels.upload_f32(rows)
+            }
+        };
         let positions: Vec<u32> = (0..2 * n as u32).collect();
         let triples =
             self.kernels
@@ -477,8 +496,9 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let [dh, dr, _] = self
             .kernels
             .backward(&ent, &inputs.relation_rows, &triples, &ones);
-        let mut grads = self.kernels.read(dh, n * dim)?;
-        let mut dr = self.kernels.read(dr, n * self.relation_dim)?;
+        let [mut grads, mut dr] = self
+            .kernels
+            .read_each([(dh, n * dim), (dr, n * self.relation_dim)])?;
         if let Some((dc, offset)) = &gradient.offset {
             let (dh0, dr0) = (&offset.head, &offset.relation);
             let rdim = self.relation_dim;
@@ -553,6 +573,9 @@ pub(super) struct QueryInputs {
     pub(super) head_rows: Vec<f32>,
     /// The head rows fed to the query, masked with dropout (`None`: as looked up).
     head_rows_fed: Option<Vec<f32>>,
+    /// The head rows fed, on the device once the query kernel has read them, with room for a row
+    /// per query after them (`DenseQueries::heads`).
+    fed_on_device: Option<DeviceRows>,
     /// The relation rows fed to the query: the relation table, or masked copies.
     pub(super) relation_rows: DeviceRows,
     /// Which of `relation_rows` each query reads.

@@ -16,6 +16,11 @@ pub(super) struct DenseQueries {
     /// Augmented queries only: the gradient of the offset `c(h, r)` with respect to the head
     /// rows fed and to the relation rows read (one row per query each), for the backward pass.
     pub offset_grads: Option<OffsetGrads>,
+    /// Plain queries only: `rows` on the device, as the query kernel wrote them.
+    pub device: Option<Handle>,
+    /// Plain queries only: the head rows fed, on the device, with room after them for a row per
+    /// query — the backward pass's tail rows, `∂loss/∂q` (see `back_through_queries`).
+    pub heads: Option<DeviceRows>,
 }
 
 /// The gradient of augmented queries' offset `c(h, r)` at `t = 0`, a row per query.
@@ -51,7 +56,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
     /// kernels at a zero tail row.
     pub(super) fn dense_queries(
         &self,
-        mut head_rows: Vec<f32>,
+        head_rows: &[f32],
         relation_rows: &DeviceRows,
         relation_index: &[u32],
     ) -> Result<DenseQueries, ShardError> {
@@ -59,19 +64,23 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let n = relation_index.len();
         let positions: Vec<u32> = (0..n as u32).collect();
         let Some(form) = self.augmented else {
-            let ent = self.kernels.upload_f32(head_rows);
+            let ent = self.kernels.upload_f32_with_room(head_rows, n * dim);
             let triples = self
                 .kernels
                 .upload_triples(&positions, relation_index, &positions);
             let q = self.kernels.query(&ent, relation_rows, &triples)?;
             return Ok(DenseQueries {
-                rows: self.kernels.read(q, n * dim)?,
+                rows: self.kernels.read(q.clone(), n * dim)?,
                 offset_grads: None,
+                device: (n > 0).then_some(q),
+                heads: Some(ent),
             });
         };
         // Every query's tail is the zero row after the heads.
-        head_rows.extend(std::iter::repeat_n(0.0, dim));
-        let ent = self.kernels.upload_f32(head_rows);
+        let mut rows = Vec::with_capacity((n + 1) * dim);
+        rows.extend_from_slice(head_rows);
+        rows.extend(std::iter::repeat_n(0.0, dim));
+        let ent = self.kernels.upload_f32(rows);
         let zero = vec![n as u32; n];
         let triples = self
             .kernels
@@ -82,16 +91,20 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             .client()
             .create(Bytes::from_elems(vec![1.0f32; n]));
         let [dh, dr, dt] = self.kernels.backward(&ent, relation_rows, &triples, &ones);
-        let c = self.kernels.read(c, n)?;
-        let a = self.kernels.read(dt, n * dim)?;
-        let dh = self.kernels.read(dh, n * dim)?;
-        let dr = self.kernels.read(dr, n * self.relation_dim)?;
+        let [c, a, dh, dr] = self.kernels.read_each([
+            (c, n),
+            (dt, n * dim),
+            (dh, n * dim),
+            (dr, n * self.relation_dim),
+        ])?;
         Ok(DenseQueries {
             rows: form.queries(&a, &c),
             offset_grads: Some(OffsetGrads {
                 head: dh,
                 relation: dr,
             }),
+            device: None,
+            heads: None,
         })
     }
 

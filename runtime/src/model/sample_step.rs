@@ -86,13 +86,15 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         for chunk in chunks {
             looked_up.extend_from_slice(&chunk.sample);
         }
-        let (inputs, mut positive_rows) =
+        let (mut inputs, mut positive_rows) =
             self.query_inputs(heads, relations, offset, &looked_up)?;
         let sample_rows = positive_rows.split_off(positive_ids.len() * dim);
         let DenseQueries {
             rows: q,
             offset_grads,
-        } = self.queries_of(&inputs)?;
+            device: q_device,
+            ..
+        } = self.queries_of(&mut inputs)?;
         let tails = self.owned_true_tails(labels)?;
         // The true tails as scored (augmented ones keep their rows as read, to fold their
         // gradients back).
@@ -123,7 +125,15 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             sample_at += chunk.sample.len();
             let candidates = self.sample_candidates(chunk.sample.clone(), rows);
             let count = candidates.count;
-            let queries = dense.upload_queries(q_chunk, r.len());
+            // The queries as the query kernel left them when the chunk is all of them (a view
+            // of part of a buffer may not be bound at any offset on every runtime), else
+            // uploaded.
+            let queries = match &q_device {
+                Some(rows) if r.start == 0 && r.end == n => {
+                    dense.queries_with_rows(rows.clone(), q_chunk, r.len())
+                }
+                _ => dense.upload_queries(q_chunk, r.len()),
+            };
             let blocks = blocks(count, queries.padded);
             // The chunk's queries' true tails among its rows (none when they are apart).
             let own = if apart {
@@ -162,10 +172,16 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             .run(loss, apart.then_some(&positives))?;
             rank_loss += partial * scale + positive_loss;
             let dq_chunk = &mut dq[r.start * width..r.end * width];
-            dq_chunk.copy_from_slice(&dense.read_query_grad(dq_buffer, &queries)?);
-            let read = dense.read(dw, count * width)?;
+            // The chunk's ∂Q and ∂W, in one round trip.
+            let dq_len = dense.query_grad_len(&queries);
+            let mut read = dense.read_each(vec![(dq_buffer, dq_len), (dw, count * width)])?;
+            let dw_read = read.pop().expect("two buffers read");
+            dq_chunk.copy_from_slice(&dense.query_grad_rows(&read[0], &queries));
             ids.extend_from_slice(&chunk.sample);
-            grads.extend(fold(read, candidates.plain.as_deref().unwrap_or_default()));
+            grads.extend(fold(
+                dw_read,
+                candidates.plain.as_deref().unwrap_or_default(),
+            ));
             let (more_ids, more) = positives.backward(&positive_grads, q_chunk, dq_chunk);
             ids.extend(more_ids);
             // Rows as read exist only for augmented rows, which fold back through them.

@@ -254,6 +254,31 @@ impl<S: ScoringFunction> ScoreKernels<S> {
         }
     }
 
+    /// Uploads `values` (`f32`) into a buffer with room for `room` more values after them,
+    /// for [`ScoreKernels::write_f32`] to fill later.
+    pub fn upload_f32_with_room(&self, values: &[f32], room: usize) -> DeviceRows {
+        let len = values.len() + room;
+        let handle = self.client.empty(len.max(1) * 4);
+        self.write_f32(&handle, 0, values);
+        DeviceRows {
+            handle,
+            len,
+            dtype: DType::F32,
+        }
+    }
+
+    /// Writes `values` into the `f32` buffer `handle` from value `at` on.
+    pub fn write_f32(&self, handle: &Handle, at: usize, values: &[f32]) {
+        if values.is_empty() {
+            return;
+        }
+        let (start, size) = (4 * at as u64, 4 * values.len() as u64);
+        let end = handle.size_in_used() - start - size;
+        let place = handle.clone().offset_start(start).offset_end(end);
+        self.client
+            .write(&place, Bytes::from_elems(values.to_vec()));
+    }
+
     /// Uploads triple indices.
     pub fn upload_triples(&self, heads: &[u32], relations: &[u32], tails: &[u32]) -> DeviceTriples {
         let up = |v: &[u32]| self.client.create(Bytes::from_elems(v.to_vec()));
@@ -382,13 +407,34 @@ impl<S: ScoringFunction> ScoreKernels<S> {
     /// Reads the first `len` values of an `f32` buffer back (none without reading when `len`
     /// is 0: buffers for empty batches hold a placeholder).
     pub fn read(&self, handle: Handle, len: usize) -> Result<Vec<f32>, KernelError> {
-        if len == 0 {
-            return Ok(Vec::new());
-        }
-        let bytes = rowshard_kernels::wait::read_one(&self.client, handle)?;
-        let mut values: Vec<f32> = bytemuck::pod_collect_to_vec(&bytes);
-        values.truncate(len);
+        let [values] = self.read_each([(handle, len)])?;
         Ok(values)
+    }
+
+    /// [`ScoreKernels::read`] of several buffers, in one round trip to the device.
+    pub fn read_each<const N: usize>(
+        &self,
+        reads: [(Handle, usize); N],
+    ) -> Result<[Vec<f32>; N], KernelError> {
+        let wanted: Vec<Handle> = reads
+            .iter()
+            .filter(|(_, len)| *len > 0)
+            .map(|(handle, _)| handle.clone())
+            .collect();
+        let mut bytes = match wanted.is_empty() {
+            true => Vec::new(),
+            false => rowshard_kernels::wait::read(&self.client, wanted)?,
+        }
+        .into_iter();
+        Ok(reads.map(|(_, len)| match len {
+            0 => Vec::new(),
+            len => {
+                let bytes = bytes.next().expect("one buffer read per length");
+                let mut values: Vec<f32> = bytemuck::pod_collect_to_vec(&bytes);
+                values.truncate(len);
+                values
+            }
+        }))
     }
 }
 
