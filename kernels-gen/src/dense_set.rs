@@ -1127,26 +1127,7 @@ impl DenseKernels {
     /// Reads the first `len` `f32` values of each buffer back, in one round trip to the device
     /// (none for lengths of 0, nor when every length is 0).
     pub fn read_each(&self, reads: Vec<(Handle, usize)>) -> Result<Vec<Vec<f32>>, KernelError> {
-        let wanted: Vec<Handle> = reads
-            .iter()
-            .filter(|(_, len)| *len > 0)
-            .map(|(handle, _)| handle.clone())
-            .collect();
-        let mut bytes = match wanted.is_empty() {
-            true => Vec::new(),
-            false => crate::wait::read(&self.client, wanted)?,
-        }
-        .into_iter();
-        Ok(reads
-            .iter()
-            .map(|&(_, len)| match len {
-                0 => Vec::new(),
-                len => {
-                    let bytes = bytes.next().expect("one buffer read per length");
-                    bytemuck::cast_slice::<u8, f32>(&bytes[..len * 4]).to_vec()
-                }
-            })
-            .collect())
+        crate::wait::read_f32(&self.client, reads)
     }
 }
 

@@ -62,10 +62,43 @@ pub fn read_one(client: &Client, handle: Handle) -> Result<Bytes, KernelError> {
     client.read_one(handle).map_err(runtime_error)
 }
 
-/// `client.read(handles)`: several buffers in one round trip, waiting in turn.
-pub fn read(client: &Client, handles: Vec<Handle>) -> Result<Vec<Bytes>, KernelError> {
-    let _turn = turn(client);
-    client.read(handles).map_err(runtime_error)
+/// The first `len` `f32` values of each buffer, read back in one round trip, waiting in turn:
+/// none for a length of 0, and no round trip when every length is 0. A buffer comes back as
+/// the runtime's own allocation where it can (no second copy).
+pub fn read_f32(
+    client: &Client,
+    reads: Vec<(Handle, usize)>,
+) -> Result<Vec<Vec<f32>>, KernelError> {
+    let wanted: Vec<Handle> = reads
+        .iter()
+        .filter(|(_, len)| *len > 0)
+        .map(|(handle, _)| handle.clone())
+        .collect();
+    let mut bytes = match wanted.is_empty() {
+        true => Vec::new(),
+        false => {
+            let _turn = turn(client);
+            client.read(wanted).map_err(runtime_error)?
+        }
+    }
+    .into_iter();
+    Ok(reads
+        .iter()
+        .map(|&(_, len)| match len {
+            0 => Vec::new(),
+            len => match bytes
+                .next()
+                .expect("one buffer read per length")
+                .try_into_vec()
+            {
+                Ok(mut values) => {
+                    values.truncate(len);
+                    values
+                }
+                Err(bytes) => bytemuck::pod_collect_to_vec(&bytes[..len * 4]),
+            },
+        })
+        .collect())
 }
 
 /// Waits for every kernel enqueued on `client`, in turn.

@@ -416,25 +416,8 @@ impl<S: ScoringFunction> ScoreKernels<S> {
         &self,
         reads: [(Handle, usize); N],
     ) -> Result<[Vec<f32>; N], KernelError> {
-        let wanted: Vec<Handle> = reads
-            .iter()
-            .filter(|(_, len)| *len > 0)
-            .map(|(handle, _)| handle.clone())
-            .collect();
-        let mut bytes = match wanted.is_empty() {
-            true => Vec::new(),
-            false => rowshard_kernels::wait::read(&self.client, wanted)?,
-        }
-        .into_iter();
-        Ok(reads.map(|(_, len)| match len {
-            0 => Vec::new(),
-            len => {
-                let bytes = bytes.next().expect("one buffer read per length");
-                let mut values: Vec<f32> = bytemuck::pod_collect_to_vec(&bytes);
-                values.truncate(len);
-                values
-            }
-        }))
+        let values = rowshard_kernels::wait::read_f32(&self.client, reads.into())?;
+        Ok(values.try_into().expect("one value list per read"))
     }
 }
 
