@@ -382,6 +382,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             inputs.fed_heads(),
             &inputs.relation_rows,
             &inputs.relation_index,
+            true,
         )?;
         inputs.fed_on_device = queries.heads.take();
         Ok(queries)

@@ -53,18 +53,21 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
 
     /// The queries of `head_rows` (as fed, `dim` wide each) and relations `relation_index` into
     /// `relation_rows`: the query kernel's `q`, or `[a, κ, c]` from the forward and backward
-    /// kernels at a zero tail row.
+    /// kernels at a zero tail row. With `backward` (a training step), plain queries keep their
+    /// head rows on the device with room for the backward pass's tails ([`DenseQueries::heads`]).
     pub(super) fn dense_queries(
         &self,
         head_rows: &[f32],
         relation_rows: &DeviceRows,
         relation_index: &[u32],
+        backward: bool,
     ) -> Result<DenseQueries, ShardError> {
         let dim = self.spec.settings.dim;
         let n = relation_index.len();
         let positions: Vec<u32> = (0..n as u32).collect();
         let Some(form) = self.augmented else {
-            let ent = self.kernels.upload_f32_with_room(head_rows, n * dim);
+            let room = if backward { n * dim } else { 0 };
+            let ent = self.kernels.upload_f32_with_room(head_rows, room);
             let triples = self
                 .kernels
                 .upload_triples(&positions, relation_index, &positions);
@@ -73,7 +76,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 rows: self.kernels.read(q.clone(), n * dim)?,
                 offset_grads: None,
                 device: (n > 0).then_some(q),
-                heads: Some(ent),
+                heads: backward.then_some(ent),
             });
         };
         // Every query's tail is the zero row after the heads.

@@ -179,7 +179,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let dense = self.dense.as_ref().expect("checked");
         let rows = self.entities.lookup(q.anchors)?;
         let mine = self
-            .dense_queries(&rows, &self.relation_rows(), q.relations)?
+            .dense_queries(&rows, &self.relation_rows(), q.relations, false)?
             .rows;
         let all = all_gather_values(self.comm, mine)?;
         let local = self.entities.partition().local_rows(self.comm.rank());
