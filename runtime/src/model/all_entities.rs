@@ -516,6 +516,27 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 }
             }
         }
+        self.apply_query_gradients(
+            heads, relations, &inputs, grads, dr, candidates, tails, total,
+        )
+    }
+
+    /// Applies a step's gradients of the rows its queries read — `head_grads` and
+    /// `relation_grads`, a row per query, through dropout's masks — with the regularisers'
+    /// (`tails`: the true tails this rank owns, local rows) and the scored rows' (`candidates`).
+    /// Returns this rank's part of the penalty. A collective.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn apply_query_gradients(
+        &mut self,
+        heads: &[u32],
+        relations: &[u32],
+        inputs: &QueryInputs,
+        mut grads: Vec<f32>,
+        mut dr: Vec<f32>,
+        candidates: CandidateGradient,
+        tails: &[u32],
+        total: usize,
+    ) -> Result<f64, ShardError> {
         if let Some((head_mask, relation_mask)) = &inputs.masks {
             head_mask.apply(&mut grads);
             relation_mask.apply(&mut dr);

@@ -10,9 +10,9 @@
 
 use cubecl::bytes::Bytes;
 
+use super::candidates::CandidateGradient;
 use super::corruptions::{sigmoid, softplus};
 use super::id_lists::IdLists;
-use super::regularize::StepRows;
 use super::sample_step::SampleChunk;
 use super::scoring::ScoringFunction;
 use super::sharded_model::ShardedModel;
@@ -189,11 +189,11 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             let up = &upstream[first..first + count];
             let up = self.kernels.client().create(Bytes::from_elems(up.to_vec()));
             let [dh, dr, dt] = self.kernels.backward(&ent, rel, triples, &up);
-            let (dh, dt) = (
-                self.kernels.read(dh, count * dim)?,
-                self.kernels.read(dt, count * dim)?,
-            );
-            let dr = self.kernels.read(dr, count * rdim)?;
+            let [dh, dt, dr] = self.kernels.read_each([
+                (dh, count * dim),
+                (dt, count * dim),
+                (dr, count * rdim),
+            ])?;
             for p in 0..count {
                 let (b, t) = (queries[first + p] as usize, tails[first + p] as usize);
                 let add = |into: &mut [f32], from: &[f32]| {
@@ -207,37 +207,23 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 );
             }
         }
-        // The heads' and relations' gradients through dropout's masks, then the regularisers'.
+        // The heads', relations' and true tails' gradients, with the regularisers'.
         let tail_grads = row_grads.split_off(n * dim);
-        let mut head_grads = row_grads;
-        if let Some((head_mask, relation_mask)) = &inputs.masks {
-            head_mask.apply(&mut head_grads);
-            relation_mask.apply(&mut relation_grads);
-        }
         let owned = self.owned_true_tails(labels)?;
-        let (penalty, extra) = self.regularize(
-            StepRows {
-                heads,
-                head_rows: &inputs.head_rows,
-                head_grads: &mut head_grads,
-                tails: &owned,
-                relations,
-                relation_grads: &mut relation_grads,
-            },
+        let candidates = CandidateGradient::Host {
+            ids: tail_ids,
+            grads: tail_grads,
+        };
+        let penalty = self.apply_query_gradients(
+            heads,
+            relations,
+            &inputs,
+            row_grads,
+            relation_grads,
+            candidates,
+            &owned,
             total,
         )?;
-        let mut ids = heads.to_vec();
-        ids.extend_from_slice(&extra.ids);
-        ids.extend_from_slice(&tail_ids);
-        let mut grads = head_grads;
-        grads.extend_from_slice(&extra.grads);
-        grads.extend_from_slice(&tail_grads);
-        let mut relation_ids = relations.to_vec();
-        relation_ids.extend_from_slice(&extra.relation_ids);
-        relation_grads.extend_from_slice(&extra.relation_grads);
-        let lr = self.spec.settings.entity.lr as f32;
-        self.entities.apply_gradients(&ids, &grads, lr)?;
-        self.apply_relation_gradients(&relation_ids, &relation_grads)?;
         Ok(StepReport {
             loss: sum_f64(self.comm, loss_sum / total as f64 + penalty)?,
             examples: total as u64,
