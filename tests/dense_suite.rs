@@ -498,17 +498,21 @@ fn check_products(s: &Setup, what: &str) {
     }
 }
 
-/// Queries whose rows are on the device already (`queries_with_rows`, as a query kernel leaves
-/// them) give the same products bit for bit as uploaded ones, and buffers read in one round trip
-/// (an empty read among them) equal those read one by one.
+/// Queries whose rows are on the device already (`queries_on_device`, as a query kernel leaves
+/// them) are laid out as `Qᵀ` there exactly as the host lays out uploaded ones (padding zeros
+/// included) and give the same products bit for bit, and buffers read in one round trip (an
+/// empty read among them) equal those read one by one.
 fn check_queries_on_device(s: &Setup, what: &str) {
     let c = s.case;
     let k = &s.kernels;
     let client = k.client();
-    let on_device = k.queries_with_rows(
-        client.create(Bytes::from_elems(s.q.clone())),
-        &s.q,
-        c.queries,
+    let on_device = k.queries_on_device(client.create(Bytes::from_elems(s.q.clone())), c.queries);
+    let transposed_len = c.dim * s.queries.padded;
+    assert_eq!(on_device.padded, s.queries.padded, "{what}: padded queries");
+    assert_eq!(
+        s.read(on_device.transposed.clone(), transposed_len),
+        s.read(s.queries.transposed.clone(), transposed_len),
+        "{what}: Qᵀ laid out on the device"
     );
     let mut rng = Rng::new(c.dim as u64 * 17 + c.queries as u64);
     let g = client.create(Bytes::from_elems(rng.values(

@@ -11,6 +11,7 @@ use crate::kernels::dense::adversarial::adversarial_grad;
 use crate::kernels::dense::count::count_better;
 use crate::kernels::dense::labels::label_corrections;
 use crate::kernels::dense::margin::margin_grad;
+use crate::kernels::dense::panels::query_panels;
 use crate::kernels::dense::query_grad::dense_query_grad;
 use crate::kernels::dense::scores::dense_scores;
 use crate::kernels::dense::softmax::softmax_grad;
@@ -386,8 +387,10 @@ impl DenseKernels {
         }
         let counts = self.count_buffer(rows, &queries);
         self.count_better(&out, rows, &queries, &lse, &counts);
+        let on_device = self.queries_on_device(queries.rows.clone(), n);
         crate::wait::read_one(&self.client, counts)?;
         crate::wait::read_one(&self.client, dq)?;
+        crate::wait::read_one(&self.client, on_device.transposed)?;
         Ok(())
     }
 
@@ -422,12 +425,6 @@ impl DenseKernels {
         } else {
             q.to_vec()
         };
-        self.queries_with_rows(self.upload(rows), q, count)
-    }
-
-    /// [`DenseKernels::upload_queries`] where `Q` is on the device already: `rows` holds the
-    /// `count × dim` values of `q` (a query kernel's output, say); only `Qᵀ` is uploaded.
-    pub fn queries_with_rows(&self, rows: Handle, q: &[f32], count: usize) -> DeviceQueries {
         let dim = self.dim;
         assert_eq!(q.len(), count * dim, "queries are count × dim values");
         let panel = self.panel();
@@ -440,8 +437,42 @@ impl DenseKernels {
             }
         }
         DeviceQueries {
-            rows,
+            rows: self.upload(rows),
             transposed: self.upload(transposed),
+            count,
+            panel,
+            padded,
+        }
+    }
+
+    /// [`DenseKernels::upload_queries`] where `Q` is on the device already: `rows` holds the
+    /// `count × dim` queries (a query kernel's output, say), and [`query_panels()`] lays them out
+    /// as `Qᵀ` there — nothing crosses to the host.
+    pub fn queries_on_device(&self, rows: Handle, count: usize) -> DeviceQueries {
+        let dim = self.dim;
+        let panel = self.panel();
+        let padded = count.max(1).div_ceil(panel) * panel;
+        let transposed = self.client.empty(dim * padded * 4);
+        let split = Split::new(&self.client, padded, 1, 1);
+        // SAFETY: `rows` holds `count × dim` values (the caller's word), `transposed` `padded ×
+        // dim`; each unit writes the panels' entries of its own queries.
+        unsafe {
+            query_panels::launch_unchecked(
+                &self.client,
+                split.count(),
+                split.dim(),
+                BufferArg::from_raw_parts(rows.clone(), (count * dim).max(1)),
+                BufferArg::from_raw_parts(transposed.clone(), dim * padded),
+                count as u32,
+                padded as u32,
+                dim as u32,
+                panel as u32,
+                split.per_unit,
+            )
+        }
+        DeviceQueries {
+            rows,
+            transposed,
             count,
             panel,
             padded,

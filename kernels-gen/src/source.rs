@@ -13,8 +13,8 @@ use cubecl::prelude::*;
 use crate::dense_set::DenseTiles;
 use crate::kernels::dense::{
     ScoreEpilogue, adversarial::adversarial_grad, count::count_better, labels::label_corrections,
-    margin::margin_grad, query_grad::dense_query_grad, scores::dense_scores, softmax::softmax_grad,
-    table_grad::dense_table_grad,
+    margin::margin_grad, panels::query_panels, query_grad::dense_query_grad, scores::dense_scores,
+    softmax::softmax_grad, table_grad::dense_table_grad,
 };
 use crate::kernels::{
     apply::fused_apply, copy::copy_rows, gather::gather_rows, update::UpdateRule,
@@ -181,7 +181,7 @@ pub fn copy_source(language: Language) -> Result<String, KernelError> {
 
 /// The dense kernels (see [`crate::kernels::dense`]) with GPU tiles for rows of 128, named:
 /// the score kernel per epilogue and the label and query-gradient kernels for tables of
-/// `dtype`; the softmax, count and table-gradient kernels (only `f32` in, no table) when
+/// `dtype`; the softmax, count, table-gradient and query-panel kernels (only `f32` in, no table) when
 /// `dtype` is `f32`.
 pub fn dense_sources(
     dtype: DType,
@@ -314,6 +314,19 @@ pub fn dense_sources(
         tiles.table_grad,
     );
     out.push(("dense_table_grad", compile(table_grad.define(), language)?));
+    let panels = query_panels::QueryPanels::new(
+        settings(),
+        properties(),
+        target(),
+        b(),
+        b(),
+        (),
+        (),
+        (),
+        (),
+        (),
+    );
+    out.push(("query_panels", compile(panels.define(), language)?));
     Ok(out)
 }
 
@@ -331,6 +344,7 @@ const ENTRY_POINTS: &[&str] = &[
     "margin_grad",
     "label_corrections",
     "count_better",
+    "query_panels",
     "forward",
     "backward",
     "query",

@@ -25,7 +25,7 @@ use cubecl::bytes::Bytes;
 
 use super::candidate_losses::{CandidateScoring, LossParts, block_labels, blocks};
 use super::candidates::{CandidateGradient, Scored, SharedNegatives, describe_ids};
-use super::dense_inputs::{DenseQueries, OffsetGrads};
+use super::dense_inputs::{DenseQueries, HostQueries, OffsetGrads};
 use super::dropout::{DropoutSide, Masks};
 use super::id_lists::IdLists;
 use super::regularize::StepRows;
@@ -148,7 +148,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             offset_grads,
             ..
         } = self.queries_of(&mut inputs)?;
-        let q_all = all_gather_values(self.comm, q)?;
+        let q_all = all_gather_values(self.comm, q.into_values()?)?;
         // Everyone's label lists: the targets among the rows scored here, and the true tails
         // this rank owns for the regularisers.
         let labels_all = self.gather_labels(labels)?;
@@ -158,6 +158,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let candidates = self.candidates(negatives, &labels_all)?;
         let count = candidates.count;
         let queries = dense.upload_queries(&q_all, total);
+        let q_all = HostQueries::given(q_all);
         let blocks = blocks(count, queries.padded);
         // Where a label lies among the scored rows.
         let row = |id: u32| {

@@ -19,6 +19,7 @@ use rowshard_kernels::dense_set::{
 use rowshard_kernels::kernels::dense::ScoreEpilogue;
 
 use super::candidates::Candidates;
+use super::dense_inputs::HostQueries;
 use super::id_lists::IdLists;
 use super::positives::Positives;
 use super::train::EntityLoss;
@@ -161,9 +162,10 @@ const BLOCK: usize = 1 << 24;
 pub(super) struct CandidateScoring<'a> {
     pub dense: &'a DenseKernels,
     pub comm: &'a dyn Communicator,
-    /// The queries scored (this rank's, or everyone's), uploaded; `q` as a host copy.
+    /// The queries scored (this rank's, or everyone's), uploaded; `q` on the host, read when a
+    /// loss needs it.
     pub queries: &'a DeviceQueries,
-    pub q: &'a [f32],
+    pub q: &'a HostQueries,
     pub candidates: &'a Candidates,
     /// Blocks of candidate rows, and the true entities' labels in each.
     pub blocks: &'a [Range<usize>],
@@ -264,23 +266,31 @@ impl CandidateScoring<'_> {
     }
 
     /// Every block's scores of `scored` (the queries, or scaled ones) with the softmax
-    /// epilogue, and per query this rank's (max, Σ exp(s − max), Σ s).
+    /// epilogue, and per query this rank's (max, Σ exp(s − max), Σ s); with `with_q`, the
+    /// queries on the host too ([`CandidateScoring::q`]), read in the same round trip.
     fn softmax_pieces(
         &self,
         scored: &DeviceQueries,
+        with_q: bool,
     ) -> Result<(Vec<Handle>, Vec<[f64; 3]>), ShardError> {
         let (dense, queries) = (self.dense, self.queries);
         let epilogue = ScoreEpilogue::SoftmaxStats;
         let mut scores = Vec::with_capacity(self.blocks.len());
-        let mut stats = Vec::new();
+        let mut reads = Vec::with_capacity(self.blocks.len() + 1);
         for range in self.blocks {
             let out = dense.score_buffer(range.len(), queries);
             let s = dense.stats_buffer(epilogue, range.len(), queries);
             dense.scores(scored, &self.block(range), &out, &s, epilogue, 1.0, 0.0);
-            let len = dense.stats_len(epilogue, range.len(), queries);
-            stats.extend(dense.read(s, len)?);
+            reads.push((s, dense.stats_len(epilogue, range.len(), queries)));
             scores.push(out);
         }
+        let pending = self.q.pending().filter(|_| with_q);
+        reads.extend(pending.clone());
+        let mut read = dense.read_each(reads)?;
+        if pending.is_some() {
+            self.q.fill(read.pop().expect("the queries were read"));
+        }
+        let stats = read.concat();
         let shard = if stats.is_empty() {
             vec![[f64::NEG_INFINITY, 0.0, 0.0]; queries.count]
         } else {
@@ -323,9 +333,10 @@ impl CandidateScoring<'_> {
             partial += dense.bce_loss(stats, rows, queries)?;
         }
         partial = add_sums(dense, partial, sums)?;
-        let (positive_loss, positive_grads) = positives
-            .map(|p| p.logistic(1.0 / self.total as f64))
-            .unwrap_or_default();
+        let (positive_loss, positive_grads) = match positives {
+            Some(p) => p.scored(self.q.get()?).logistic(1.0 / self.total as f64),
+            None => Default::default(),
+        };
         Ok(LossParts {
             partial,
             scale: 1.0 / (self.total as f64 * entities as f64),
@@ -344,8 +355,9 @@ impl CandidateScoring<'_> {
     ) -> Result<LossParts, ShardError> {
         let (dense, queries) = (self.dense, self.queries);
         let scale = 1.0 / self.total as f32;
-        let scaled: Vec<f32> = self.q.iter().map(|&x| x * temperature).collect();
-        let (scores, shard) = self.softmax_pieces(&dense.upload_queries(&scaled, queries.count))?;
+        let scaled: Vec<f32> = self.q.get()?.iter().map(|&x| x * temperature).collect();
+        let scaled = dense.upload_queries(&scaled, queries.count);
+        let (scores, shard) = self.softmax_pieces(&scaled, false)?;
         let lse = self.upload_padded(&log_sum_exp(self.comm, &shard, self.local)?);
         let mut sums = Vec::new();
         for (i, (range, out)) in self.blocks.iter().zip(&scores).enumerate() {
@@ -357,9 +369,10 @@ impl CandidateScoring<'_> {
             sums.push(self.finish(i, range, out, scale));
         }
         let partial = add_sums(dense, 0.0, sums)?;
-        let (positive_loss, positive_grads) = positives
-            .map(|p| p.logistic(1.0 / self.total as f64))
-            .unwrap_or_default();
+        let (positive_loss, positive_grads) = match positives {
+            Some(p) => p.scored(self.q.get()?).logistic(1.0 / self.total as f64),
+            None => Default::default(),
+        };
         Ok(LossParts {
             partial,
             scale: 1.0 / self.total as f64,
@@ -375,6 +388,7 @@ impl CandidateScoring<'_> {
         let (dense, queries) = (self.dense, self.queries);
         let entities = self.entities();
         let scale = (1.0 / (self.total as f64 * entities as f64)) as f32;
+        let positives = positives.scored(self.q.get()?);
         let (k, thresholds, weights) = positives.margin_thresholds(margin, queries.padded);
         let (thresholds, weights) = (self.upload(thresholds), self.upload(weights));
         let epilogue = ScoreEpilogue::Scores;
@@ -425,10 +439,11 @@ impl CandidateScoring<'_> {
         let (dense, queries) = (self.dense, self.queries);
         let scale = 1.0 / self.total as f32;
         let off = smoothing / self.entities() as f32;
-        let (scores, shard) = self.softmax_pieces(queries)?;
+        let (scores, shard) = self.softmax_pieces(queries, positives.is_some())?;
         let mut lse = log_sum_exp(self.comm, &shard, self.local)?;
         let (mut positive_loss, mut positive_grads) = (0.0, Vec::new());
         if let Some(positives) = positives {
+            let positives = positives.scored(self.q.get()?);
             // Each query's positives join its sample's log-sum-exp (the positives are
             // scored apart only where each rank scores its own queries).
             for (l, p) in lse.iter_mut().zip(positives.log_sum_exp()) {

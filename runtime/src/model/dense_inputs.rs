@@ -2,17 +2,78 @@
 //! as they are for a score linear in the tail (`⟨q, t⟩`), or augmented for one quadratic in it
 //! (`⟨[a, κ, c], [t, ‖t‖², 1]⟩`, see `augmented.rs`).
 
+use std::cell::OnceCell;
+
 use cubecl::bytes::Bytes;
+use cubecl::prelude::Client;
 use cubecl::server::Handle;
 
 use super::scoring::{DeviceRows, ScoringFunction};
 use super::sharded_model::ShardedModel;
 use crate::error::ShardError;
 
+/// Queries' values on the host: computed there, or left on the device and read the first time a
+/// step asks for them — after the launches that do not need them are queued, and in the same
+/// round trip as a read the step makes anyway where it can ([`HostQueries::pending`]).
+pub(super) struct HostQueries {
+    values: OnceCell<Vec<f32>>,
+    /// The buffer and its length, until read.
+    device: Option<(Client, Handle, usize)>,
+}
+
+impl HostQueries {
+    /// Values already on the host.
+    pub fn given(values: Vec<f32>) -> Self {
+        Self {
+            values: OnceCell::from(values),
+            device: None,
+        }
+    }
+
+    /// The first `len` values of `handle`, not read yet.
+    pub fn on_device(client: &Client, handle: Handle, len: usize) -> Self {
+        Self {
+            values: OnceCell::new(),
+            device: Some((client.clone(), handle, len)),
+        }
+    }
+
+    /// The read still to make, for a caller to batch with its own: hand what it read back to
+    /// [`HostQueries::fill`].
+    pub fn pending(&self) -> Option<(Handle, usize)> {
+        match (&self.device, self.values.get()) {
+            (Some((_, handle, len)), None) => Some((handle.clone(), *len)),
+            _ => None,
+        }
+    }
+
+    /// Keeps `values`, read by a caller from [`HostQueries::pending`].
+    pub fn fill(&self, values: Vec<f32>) {
+        let _ = self.values.set(values);
+    }
+
+    /// The values, read now if they are not yet.
+    pub fn get(&self) -> Result<&[f32], ShardError> {
+        if let Some(values) = self.values.get() {
+            return Ok(values);
+        }
+        let (client, handle, len) = self.device.as_ref().expect("queries on the device");
+        let mut read = rowshard_kernels::wait::read_f32(client, vec![(handle.clone(), *len)])?;
+        Ok(self.values.get_or_init(|| read.remove(0)))
+    }
+
+    /// The values, owned.
+    pub fn into_values(self) -> Result<Vec<f32>, ShardError> {
+        self.get()?;
+        Ok(self.values.into_inner().unwrap_or_default())
+    }
+}
+
 /// A rank's queries in the dense kernels' layout.
 pub(super) struct DenseQueries {
-    /// `q` (`dim` wide) or `q̃` (the augmented width), row-major.
-    pub rows: Vec<f32>,
+    /// `q` (`dim` wide) or `q̃` (the augmented width), row-major: plain queries stay on the
+    /// device until asked for.
+    pub rows: HostQueries,
     /// Augmented queries only: the gradient of the offset `c(h, r)` with respect to the head
     /// rows fed and to the relation rows read (one row per query each), for the backward pass.
     pub offset_grads: Option<OffsetGrads>,
@@ -73,7 +134,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 .upload_triples(&positions, relation_index, &positions);
             let q = self.kernels.query(&ent, relation_rows, &triples)?;
             return Ok(DenseQueries {
-                rows: self.kernels.read(q.clone(), n * dim)?,
+                rows: HostQueries::on_device(self.kernels.client(), q.clone(), n * dim),
                 offset_grads: None,
                 device: (n > 0).then_some(q),
                 heads: backward.then_some(ent),
@@ -101,7 +162,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             (dr, n * self.relation_dim),
         ])?;
         Ok(DenseQueries {
-            rows: form.queries(&a, &c),
+            rows: HostQueries::given(form.queries(&a, &c)),
             offset_grads: Some(OffsetGrads {
                 head: dh,
                 relation: dr,

@@ -3,11 +3,11 @@
 //!
 //! The sample is every query's negatives and is scored with the dense kernels on each rank's
 //! share of it; a query's positives are only its own, so they are looked up like its head
-//! (`B` rows, not `B × candidates` scores) and scored on the host, `s = ⟨q, t⟩`. Their part of
-//! the loss and gradient: `∂loss/∂s` per positive, then `∂q += g·t` and `∂t = g·q`.
+//! (`B` rows, not `B × candidates` scores) and scored on the host, `s = ⟨q, t⟩`, once a loss
+//! has the queries there ([`Positives::scored`]: the softmax reads them with its statistics).
+//! Their part of the loss and gradient: `∂loss/∂s` per positive, then `∂q += g·t` and `∂t = g·q`.
 
-/// This rank's queries' positives: each distinct true tail of each query, with its row and
-/// score.
+/// This rank's queries' positives: each distinct true tail of each query, with its row.
 pub(super) struct Positives<'a> {
     /// Query (position in this rank's batch) of each positive.
     queries: Vec<usize>,
@@ -15,48 +15,83 @@ pub(super) struct Positives<'a> {
     ids: Vec<u32>,
     /// Its row, as looked up.
     rows: &'a [f32],
-    /// `⟨q, t⟩`.
-    scores: Vec<f64>,
     /// Positives of each query.
     counts: Vec<usize>,
     dim: usize,
 }
 
+/// [`Positives`] with their scores against the queries: what the losses read.
+pub(super) struct ScoredPositives<'p, 'a> {
+    positives: &'p Positives<'a>,
+    /// `⟨q, t⟩`.
+    scores: Vec<f64>,
+}
+
 impl<'a> Positives<'a> {
-    /// Scores the positives `(queries, ids)` (each query's distinct true tails, from
-    /// `IdLists::distinct`) with their looked-up
-    /// `rows` against `q` (this rank's queries, `dim` wide).
-    pub fn new(queries: Vec<usize>, ids: Vec<u32>, rows: &'a [f32], q: &[f32], dim: usize) -> Self {
-        let n = q.len() / dim.max(1);
+    /// The positives `(queries, ids)` (each query's distinct true tails, from
+    /// `IdLists::distinct`) of `n` queries, with their looked-up `rows` (`dim` wide).
+    pub fn new(queries: Vec<usize>, ids: Vec<u32>, rows: &'a [f32], n: usize, dim: usize) -> Self {
         let mut counts = vec![0; n];
-        let scores = queries
-            .iter()
-            .enumerate()
-            .map(|(p, &b)| {
-                counts[b] += 1;
-                let t = &rows[p * dim..(p + 1) * dim];
-                let q = &q[b * dim..(b + 1) * dim];
-                q.iter().zip(t).map(|(&x, &y)| x as f64 * y as f64).sum()
-            })
-            .collect();
+        for &b in &queries {
+            counts[b] += 1;
+        }
         Self {
             queries,
             ids,
             rows,
-            scores,
             counts,
             dim,
         }
     }
 
+    /// Scores each positive against its query in `q` (the `n` queries, `dim` wide).
+    pub fn scored(&self, q: &[f32]) -> ScoredPositives<'_, 'a> {
+        let dim = self.dim;
+        let scores = self
+            .queries
+            .iter()
+            .enumerate()
+            .map(|(p, &b)| {
+                let t = &self.rows[p * dim..(p + 1) * dim];
+                let q = &q[b * dim..(b + 1) * dim];
+                q.iter().zip(t).map(|(&x, &y)| x as f64 * y as f64).sum()
+            })
+            .collect();
+        ScoredPositives {
+            positives: self,
+            scores,
+        }
+    }
+
+    /// Adds `g·t` of each positive to its query's gradient in `dq` (this rank's queries) and
+    /// returns the positives' ids and gradients `g·q`.
+    pub fn backward(&self, grads: &[f64], q: &[f32], dq: &mut [f32]) -> (Vec<u32>, Vec<f32>) {
+        let dim = self.dim;
+        let mut dt = Vec::with_capacity(self.ids.len() * dim);
+        for (p, (&b, &g)) in self.queries.iter().zip(grads).enumerate() {
+            let t = &self.rows[p * dim..(p + 1) * dim];
+            for (d, &x) in dq[b * dim..(b + 1) * dim].iter_mut().zip(t) {
+                *d += (g * x as f64) as f32;
+            }
+            dt.extend(
+                q[b * dim..(b + 1) * dim]
+                    .iter()
+                    .map(|&x| (g * x as f64) as f32),
+            );
+        }
+        (self.ids.clone(), dt)
+    }
+}
+
+impl ScoredPositives<'_, '_> {
     /// Per query, `log Σ exp(s)` over its positives (`-∞` for none).
     pub fn log_sum_exp(&self) -> Vec<f64> {
-        let mut max = vec![f64::NEG_INFINITY; self.counts.len()];
-        for (&b, &s) in self.queries.iter().zip(&self.scores) {
+        let mut max = vec![f64::NEG_INFINITY; self.positives.counts.len()];
+        for (&b, &s) in self.positives.queries.iter().zip(&self.scores) {
             max[b] = max[b].max(s);
         }
-        let mut sum = vec![0.0; self.counts.len()];
-        for (&b, &s) in self.queries.iter().zip(&self.scores) {
+        let mut sum = vec![0.0; self.positives.counts.len()];
+        for (&b, &s) in self.positives.queries.iter().zip(&self.scores) {
             sum[b] += (s - max[b]).exp();
         }
         max.iter().zip(&sum).map(|(m, s)| m + s.ln()).collect()
@@ -85,13 +120,21 @@ impl<'a> Positives<'a> {
     /// positive (in the order they were given), `+∞` past its positives; and per query the
     /// weight `1/|positives|` (0 without any, and past the queries).
     pub fn margin_thresholds(&self, margin: f32, padded: usize) -> (usize, Vec<f32>, Vec<f32>) {
-        let k = self.counts.iter().copied().max().unwrap_or(0).max(1);
+        let k = self
+            .positives
+            .counts
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(1);
         let mut thresholds = vec![f32::INFINITY; k * padded];
         for (p, slot) in self.slots().into_iter().enumerate() {
-            let b = self.queries[p];
+            let b = self.positives.queries[p];
             thresholds[slot * padded + b] = (self.scores[p] - margin as f64) as f32;
         }
         let mut weights: Vec<f32> = self
+            .positives
             .counts
             .iter()
             .map(|&c| if c == 0 { 0.0 } else { 1.0 / c as f32 })
@@ -108,16 +151,17 @@ impl<'a> Positives<'a> {
             .into_iter()
             .enumerate()
             .map(|(p, slot)| {
-                let b = self.queries[p];
-                -scale * violations[slot * padded + b] / self.counts[b] as f64
+                let b = self.positives.queries[p];
+                -scale * violations[slot * padded + b] / self.positives.counts[b] as f64
             })
             .collect()
     }
 
     /// Each positive's position among its query's positives.
     fn slots(&self) -> Vec<usize> {
-        let mut next = vec![0; self.counts.len()];
-        self.queries
+        let mut next = vec![0; self.positives.counts.len()];
+        self.positives
+            .queries
             .iter()
             .map(|&b| {
                 next[b] += 1;
@@ -131,34 +175,16 @@ impl<'a> Positives<'a> {
     fn each(&self, f: impl Fn(usize, f64, f64) -> (f64, f64)) -> (f64, Vec<f64>) {
         let mut loss = 0.0;
         let grads = self
+            .positives
             .queries
             .iter()
             .zip(&self.scores)
             .map(|(&b, &s)| {
-                let (l, g) = f(b, s, 1.0 / self.counts[b] as f64);
+                let (l, g) = f(b, s, 1.0 / self.positives.counts[b] as f64);
                 loss += l;
                 g
             })
             .collect();
         (loss, grads)
-    }
-
-    /// Adds `g·t` of each positive to its query's gradient in `dq` (this rank's queries) and
-    /// returns the positives' ids and gradients `g·q`.
-    pub fn backward(&self, grads: &[f64], q: &[f32], dq: &mut [f32]) -> (Vec<u32>, Vec<f32>) {
-        let dim = self.dim;
-        let mut dt = Vec::with_capacity(self.ids.len() * dim);
-        for (p, (&b, &g)) in self.queries.iter().zip(grads).enumerate() {
-            let t = &self.rows[p * dim..(p + 1) * dim];
-            for (d, &x) in dq[b * dim..(b + 1) * dim].iter_mut().zip(t) {
-                *d += (g * x as f64) as f32;
-            }
-            dt.extend(
-                q[b * dim..(b + 1) * dim]
-                    .iter()
-                    .map(|&x| (g * x as f64) as f32),
-            );
-        }
-        (self.ids.clone(), dt)
     }
 }

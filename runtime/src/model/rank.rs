@@ -180,7 +180,8 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let rows = self.entities.lookup(q.anchors)?;
         let mine = self
             .dense_queries(&rows, &self.relation_rows(), q.relations, false)?
-            .rows;
+            .rows
+            .into_values()?;
         let all = all_gather_values(self.comm, mine)?;
         let local = self.entities.partition().local_rows(self.comm.rank());
         let queries = dense.upload_queries(&all, total);

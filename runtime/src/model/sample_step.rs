@@ -16,7 +16,7 @@ use rowshard_kernels::DenseKernels;
 
 use super::candidate_losses::{CandidateScoring, LossParts, block_labels, blocks};
 use super::candidates::CandidateGradient;
-use super::dense_inputs::DenseQueries;
+use super::dense_inputs::{DenseQueries, HostQueries};
 use super::id_lists::IdLists;
 use super::positives::Positives;
 use super::scoring::ScoringFunction;
@@ -96,6 +96,16 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             ..
         } = self.queries_of(&mut inputs)?;
         let tails = self.owned_true_tails(labels)?;
+        // A chunk that is all of the rank's queries scores them where the query kernel left
+        // them, and reads them back only when its loss asks (`HostQueries`); several chunks
+        // upload theirs from the host.
+        let whole = match (&q_device, chunks) {
+            (Some(rows), [chunk]) if chunk.queries == (0..n) => Some(rows.clone()),
+            _ => None,
+        };
+        if whole.is_none() {
+            q.get()?;
+        }
         // The true tails as scored (augmented ones keep their rows as read, to fold their
         // gradients back).
         let scored_positives = match self.augmented {
@@ -113,12 +123,11 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         for chunk in chunks {
             let r = chunk.queries.clone();
             let p = owned_by(&owners, &r);
-            let q_chunk = &q[r.start * width..r.end * width];
             let positives = Positives::new(
                 owners[p.clone()].iter().map(|&b| b - r.start).collect(),
                 positive_ids[p.clone()].to_vec(),
                 &scored_positives[p.start * width..p.end * width],
-                q_chunk,
+                r.len(),
                 width,
             );
             let rows = &sample_rows[sample_at * dim..(sample_at + chunk.sample.len()) * dim];
@@ -128,11 +137,15 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             // The queries as the query kernel left them when the chunk is all of them (a view
             // of part of a buffer may not be bound at any offset on every runtime), else
             // uploaded.
-            let queries = match &q_device {
-                Some(rows) if r.start == 0 && r.end == n => {
-                    dense.queries_with_rows(rows.clone(), q_chunk, r.len())
+            let chunk_q;
+            let (queries, q_chunk) = match &whole {
+                Some(rows) => (dense.queries_on_device(rows.clone(), n), &q),
+                None => {
+                    let values = q.get()?[r.start * width..r.end * width].to_vec();
+                    let queries = dense.upload_queries(&values, r.len());
+                    chunk_q = HostQueries::given(values);
+                    (queries, &chunk_q)
                 }
-                _ => dense.upload_queries(q_chunk, r.len()),
             };
             let blocks = blocks(count, queries.padded);
             // The chunk's queries' true tails among its rows (none when they are apart).
@@ -172,6 +185,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
             .run(loss, apart.then_some(&positives))?;
             rank_loss += partial * scale + positive_loss;
             let dq_chunk = &mut dq[r.start * width..r.end * width];
+            let q_chunk = q_chunk.get()?;
             // The chunk's ∂Q and ∂W, in one round trip.
             let dq_len = dense.query_grad_len(&queries);
             let mut read = dense.read_each(vec![(dq_buffer, dq_len), (dw, count * width)])?;

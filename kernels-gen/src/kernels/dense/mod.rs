@@ -15,6 +15,7 @@
 //! | [`table_grad::dense_table_grad()`] | `∂W = G·Q` | dim |
 //! | [`query_grad::dense_query_grad()`] | `∂Q = Gᵀ·W` (on the `cpu` runtime, with the softmax gradient and its label corrections made in place first) | queries |
 //! | [`count::count_better()`] | per query, entities scoring above / equal to the truth | queries |
+//! | [`panels::query_panels()`] | `Qᵀ` panel by panel from `Q` on the device | — |
 //!
 //! Scores and their gradients are laid out row-major by *table row*, each row padded to whole
 //! vectors of queries: `S[e · padded + b]` belongs to (table row `e`, query `b`), and the padding
@@ -36,6 +37,8 @@ pub mod count;
 pub mod labels;
 #[allow(missing_docs)]
 pub mod margin;
+#[allow(missing_docs)]
+pub mod panels;
 #[allow(missing_docs)]
 pub mod query_grad;
 #[allow(missing_docs)]
