@@ -282,6 +282,9 @@ pub struct DenseKernels {
     /// One-value buffers for the inputs a kernel variant does not read (each its own, so no
     /// buffer is bound twice in a launch).
     unused: [Handle; 5],
+    /// No labels, uploaded once: a block without true entities among its rows (shared
+    /// negatives scored apart from the true tails) uploads nothing for them.
+    no_labels: DeviceLabels,
     jit_time: Duration,
 }
 
@@ -303,6 +306,14 @@ impl DenseKernels {
             DenseTiles::gpu(row_vectors)
         };
         let unused = std::array::from_fn(|_| client.create(Bytes::from_elems(vec![0u32; 16])));
+        let no_labels = DeviceLabels {
+            rows: client.create(Bytes::from_elems(vec![0u32])),
+            queries: client.create(Bytes::from_elems(vec![0u32])),
+            excess: client.create(Bytes::from_elems(vec![0.0f32])),
+            chunk_starts: client.create(Bytes::from_elems(vec![0u32])),
+            chunks: 1,
+            count: 0,
+        };
         let mut set = Self {
             client: client.clone(),
             dtype,
@@ -312,6 +323,7 @@ impl DenseKernels {
             tiles,
             fuses_softmax: is_cpu_runtime(client),
             unused,
+            no_labels,
             jit_time: Duration::ZERO,
         };
         let start = Instant::now();
@@ -752,6 +764,9 @@ impl DenseKernels {
     /// pair at most once.
     pub fn upload_labels(&self, rows: &[u32], queries: &[u32], excess: &[f32]) -> DeviceLabels {
         assert!(rows.len() == queries.len() && rows.len() == excess.len());
+        if rows.is_empty() {
+            return self.no_labels.clone();
+        }
         // Sorted by row, so each chunk of rows of the query gradient finds its labels together.
         let mut order: Vec<usize> = (0..rows.len()).collect();
         order.sort_by_key(|&i| (rows[i], queries[i]));
@@ -792,6 +807,10 @@ impl DenseKernels {
 
     /// A buffer for the per-unit loss sums of a [`DenseKernels::label_corrections`] launch.
     pub fn label_loss_buffer(&self, labels: &DeviceLabels) -> Handle {
+        if labels.is_empty() {
+            // Never written nor read: nothing is launched for no labels.
+            return self.unused[0].clone();
+        }
         self.client.empty(self.label_split(labels).units() * 4)
     }
 

@@ -130,18 +130,15 @@ fn log_sum_exp(
         .collect())
 }
 
-/// `sum` plus the sums of buffers of `f32` values (each with its length), read back one by one.
+/// `sum` plus the sums of buffers of `f32` values (each with its length), read back in one
+/// round trip and added one buffer at a time.
 fn add_sums(
     dense: &DenseKernels,
     mut sum: f64,
     buffers: Vec<(Handle, usize)>,
 ) -> Result<f64, ShardError> {
-    for (handle, len) in buffers {
-        sum += dense
-            .read(handle, len)?
-            .iter()
-            .map(|&x| x as f64)
-            .sum::<f64>();
+    for values in dense.read_each(buffers)? {
+        sum += values.iter().map(|&x| x as f64).sum::<f64>();
     }
     Ok(sum)
 }
