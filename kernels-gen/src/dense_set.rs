@@ -439,8 +439,7 @@ impl DenseKernels {
         };
         let dim = self.dim;
         assert_eq!(q.len(), count * dim, "queries are count × dim values");
-        let panel = self.panel();
-        let padded = count.max(1).div_ceil(panel) * panel;
+        let (panel, padded) = (self.panel(), self.padded(count));
         let mut transposed = vec![0.0f32; dim * padded];
         for (b, row) in q.chunks_exact(dim).enumerate() {
             let (p, j) = (b / panel, b % panel);
@@ -462,8 +461,7 @@ impl DenseKernels {
     /// as `Qᵀ` there — nothing crosses to the host.
     pub fn queries_on_device(&self, rows: Handle, count: usize) -> DeviceQueries {
         let dim = self.dim;
-        let panel = self.panel();
-        let padded = count.max(1).div_ceil(panel) * panel;
+        let (panel, padded) = (self.panel(), self.padded(count));
         let transposed = self.client.empty(dim * padded * 4);
         let split = Split::new(&self.client, padded, 1, 1);
         // SAFETY: `rows` holds `count × dim` values (the caller's word), `transposed` `padded ×
@@ -494,6 +492,11 @@ impl DenseKernels {
     /// Queries per panel of a score block.
     pub fn panel(&self) -> usize {
         self.tiles.scores.vectors * self.lanes
+    }
+
+    /// `count` queries rounded up to whole panels (at least one).
+    fn padded(&self, count: usize) -> usize {
+        count.max(1).div_ceil(self.panel()) * self.panel()
     }
 
     /// A buffer for the scores of `queries` against `rows` table rows.
