@@ -25,4 +25,4 @@ OMP_NUM_THREADS=1 "$venv/bin/python" "$here/pbg_synthetic.py" "$data" --workers 
   | grep -E "Processed|^PBG:"
 "$venv/bin/python" "$here/pykeen_slcwa.py" "$data" --threads 2 2>/dev/null
 cd "$here/../.."
-cargo run --release --quiet -p rowshard-cli -- bench --suite negatives --ranks 1,2 --steps 9
+cargo run --release --quiet -p rowshard-cli -- bench --suite negatives --ranks 1,2 --steps 30 --rounds 3

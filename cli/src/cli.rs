@@ -334,8 +334,8 @@ fn bench_negatives(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     use rowshard::train::{Mode, Negatives};
     let big = synthetic(args.synthetic_entities, 100, args.synthetic_triples, 7);
     let label = format!("synthetic {}M", args.synthetic_entities as f64 / 1e6);
-    let mut figures = Vec::new();
     let uniform = Negatives::uniform;
+    let mut cases = Vec::new();
     for &ranks in &args.ranks {
         let case = |mode, negatives, batch| TrainCase {
             data: label.clone(),
@@ -348,7 +348,7 @@ fn bench_negatives(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             ranks,
             steps: args.steps,
         };
-        for case in [
+        cases.extend([
             case(Mode::NegSample { neg_ratio: 16 }, Negatives::All, 1024),
             // 2,048 queries: 1,024 triples, each against the sample for its tail and its head.
             case(Mode::OneVsAll, uniform(256, false), 2048),
@@ -365,12 +365,23 @@ fn bench_negatives(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
                 chunk: 256,
                 ..case(Mode::OneVsAll, uniform(256, true), 2048)
             },
-        ] {
-            figures.push(run(args.workload.backend, &big, &case)?);
-            eprintln!("  measured {:?} on {ranks} ranks", case.mode);
-        }
+        ]);
     }
-    print(args.workload.backend, &figures);
+    // Rounds over every case, interleaved, so that a slow spell of the machine hits a shared
+    // case and the independent one it is compared with alike.
+    let mut rounds = Vec::new();
+    for round in 1..=args.rounds {
+        let mut figures = Vec::with_capacity(cases.len());
+        for case in &cases {
+            figures.push(run(args.workload.backend, &big, case)?);
+            eprintln!(
+                "  round {round}: measured {:?} on {} ranks",
+                case.mode, case.ranks
+            );
+        }
+        rounds.push(figures);
+    }
+    print(args.workload.backend, &rounds);
     Ok(())
 }
 
@@ -439,6 +450,6 @@ fn bench_training(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             case.data, case.mode, case.ranks
         );
     }
-    print(args.workload.backend, &figures);
+    print(args.workload.backend, &[figures]);
     Ok(())
 }

@@ -214,44 +214,86 @@ fn run_model<S: ScoringFunction + ModelDefaults>(
     })
 }
 
-/// Prints the figures as a table.
-pub fn print(backend: Backend, figures: &[TrainFigure]) {
-    let model = match figures.first() {
+/// Prints the figures of one or more interleaved rounds over the same cases as a table: each
+/// case from its median round (by triples/s). Beside each case against shared negatives, its
+/// triples/s over those of the case with independent negatives on the same data and ranks in
+/// the same round, when there is one (the negatives suite's `negsample(16)`): the median over
+/// the rounds, and their range.
+pub fn print(backend: Backend, rounds: &[Vec<TrainFigure>]) {
+    let Some(first) = rounds.first() else {
+        return;
+    };
+    let model = match first.first() {
         Some(f) if f.case.complex => "ComplEx, row-wise AdaGrad",
         _ => "DistMult, Adam",
     };
     println!(
         "training throughput: {model}, {backend} runtime, thread ranks (median step, after one \
-         warm-up step)"
+         warm-up step; {} round{}, each case from its median round)",
+        rounds.len(),
+        if rounds.len() == 1 { "" } else { "s" }
     );
+    let modes: Vec<String> = first.iter().map(|f| mode_name(&f.case)).collect();
+    let width = modes.iter().map(|m| m.len()).max().unwrap_or(0).max(14);
     println!(
-        "{:<22} {:<14} {:>4} {:>6} {:>6} {:>10} {:>16} {:>9}",
+        "{:<22} {:<width$} {:>4} {:>6} {:>6} {:>10} {:>16} {:>9}  vs negsample",
         "data", "mode", "dim", "batch", "ranks", "step ms", "triples/s", "RSS GiB"
     );
-    for f in figures {
-        let c = &f.case;
-        let mode = match (c.mode, c.negatives) {
-            (Mode::NegSample { neg_ratio }, _) => format!("negsample({neg_ratio})"),
-            (other, Negatives::Shared { uniform, batch, .. }) => {
-                let batch = if batch { "+batch" } else { "" };
-                let chunk = match c.chunk {
-                    0 => String::new(),
-                    chunk => format!(" per {chunk}"),
-                };
-                format!("{}+shared({uniform}{batch}{chunk})", other.name())
+    let rate = |f: &TrainFigure| f.triples_per_step / f.step.as_secs_f64();
+    for (i, mode) in modes.iter().enumerate() {
+        let c = &first[i].case;
+        let mut each: Vec<&TrainFigure> = rounds.iter().map(|r| &r[i]).collect();
+        each.sort_by(|a, b| rate(a).total_cmp(&rate(b)));
+        let f = each[each.len() / 2];
+        let independent = first.iter().position(|g| {
+            matches!(g.case.mode, Mode::NegSample { .. })
+                && g.case.data == c.data
+                && g.case.ranks == c.ranks
+        });
+        let ratio = match (c.negatives, independent) {
+            (Negatives::Shared { .. }, Some(j)) => {
+                let mut ratios: Vec<f64> =
+                    rounds.iter().map(|r| rate(&r[i]) / rate(&r[j])).collect();
+                ratios.sort_by(f64::total_cmp);
+                let median = ratios[ratios.len() / 2];
+                match ratios.len() {
+                    1 => format!("{median:.2}×"),
+                    _ => format!(
+                        "{median:.2}× ({:.2}–{:.2})",
+                        ratios[0],
+                        ratios[ratios.len() - 1]
+                    ),
+                }
             }
-            (other, Negatives::All) => other.name().to_string(),
+            _ => "–".to_string(),
         };
         println!(
-            "{:<22} {:<14} {:>4} {:>6} {:>6} {:>10.2} {:>16.0} {:>9.2}",
+            "{:<22} {:<width$} {:>4} {:>6} {:>6} {:>10.2} {:>16.0} {:>9.2}  {}",
             c.data,
             mode,
             c.dim,
             c.batch,
             c.ranks,
             f.step.as_secs_f64() * 1e3,
-            f.triples_per_step / f.step.as_secs_f64(),
-            f.rss_gib
+            rate(f),
+            f.rss_gib,
+            ratio
         );
+    }
+}
+
+/// The mode column of a case: `negsample(16)`, `1vsall+shared(256+batch per 256)`, `kvsall`.
+fn mode_name(c: &TrainCase) -> String {
+    match (c.mode, c.negatives) {
+        (Mode::NegSample { neg_ratio }, _) => format!("negsample({neg_ratio})"),
+        (other, Negatives::Shared { uniform, batch, .. }) => {
+            let batch = if batch { "+batch" } else { "" };
+            let chunk = match c.chunk {
+                0 => String::new(),
+                chunk => format!(" per {chunk}"),
+            };
+            format!("{}+shared({uniform}{batch}{chunk})", other.name())
+        }
+        (other, Negatives::All) => other.name().to_string(),
     }
 }
