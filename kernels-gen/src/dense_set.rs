@@ -461,11 +461,15 @@ impl DenseKernels {
     /// as `Qᵀ` there — nothing crosses to the host.
     pub fn queries_on_device(&self, rows: Handle, count: usize) -> DeviceQueries {
         let dim = self.dim;
+        assert!(
+            rows.size_in_used() >= (count * dim * 4) as u64,
+            "queries on the device hold count × dim f32 values"
+        );
         let (panel, padded) = (self.panel(), self.padded(count));
         let transposed = self.client.empty(dim * padded * 4);
         let split = Split::new(&self.client, padded, 1, 1);
-        // SAFETY: `rows` holds `count × dim` values (the caller's word), `transposed` `padded ×
-        // dim`; each unit writes the panels' entries of its own queries.
+        // SAFETY: `rows` holds `count × dim` values (asserted), `transposed` `padded × dim`;
+        // each unit writes the panels' entries of its own queries.
         unsafe {
             query_panels::launch_unchecked(
                 &self.client,
