@@ -20,6 +20,7 @@ pub mod host;
 mod id_lists;
 mod per_pair;
 mod positives;
+mod query_side;
 mod rank;
 mod regularize;
 mod relations;
