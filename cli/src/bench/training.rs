@@ -2,8 +2,11 @@
 //! UMLS, and a synthetic graph of a million entities — over thread ranks. Reported as training
 //! triples per second (KvsAll: the true triples its queries' labels cover; 1vsAll: half its
 //! queries, a triple's tail and head; negative sampling: the true triples, each with its
-//! corruptions). The negatives suite sets shared negatives (1vsAll against a sample) beside
-//! independent ones, ComplEx with row-wise AdaGrad.
+//! corruptions) and as positives per second: the true (query, answer) scores a step trains,
+//! each against its negatives — a 1vsAll triple is two (its tail query and its reciprocal head
+//! query, each against the whole sample), a KvsAll label or a negative-sampling triple one. The
+//! negatives suite sets shared negatives (1vsAll against a sample) beside independent ones,
+//! ComplEx with row-wise AdaGrad.
 
 use std::time::{Duration, Instant};
 
@@ -52,6 +55,8 @@ pub struct TrainFigure {
     pub step: Duration,
     /// Mean true triples per step.
     pub triples_per_step: f64,
+    /// Mean positives per step: true (query, answer) scores, each against its negatives.
+    pub positives_per_step: f64,
     /// Resident memory at the end, GiB.
     pub rss_gib: f64,
 }
@@ -124,7 +129,7 @@ fn run_model<S: ScoringFunction + ModelDefaults>(
         let mut model = ShardedModel::<S>::new(comm, &client, &spec)?;
         let (rank, world) = (comm.rank(), comm.world());
         let mut times = Vec::new();
-        let mut triples = 0usize;
+        let (mut triples, mut positives) = (0usize, 0usize);
         for (step, range) in global.iter().cycle().take(case.steps + 1).enumerate() {
             let batch = &order[range.clone()];
             let global_len = batch.len();
@@ -137,13 +142,15 @@ fn run_model<S: ScoringFunction + ModelDefaults>(
                     let lists: Vec<&[u32]> =
                         mine.iter().map(|&i| set.labels.get(i as usize)).collect();
                     if step > 0 {
+                        let labels = batch
+                            .iter()
+                            .map(|&i| set.labels.get(i as usize).len())
+                            .sum::<usize>();
                         triples += match case.mode {
                             Mode::OneVsAll => batch.len() / 2,
-                            _ => batch
-                                .iter()
-                                .map(|&i| set.labels.get(i as usize).len())
-                                .sum::<usize>(),
+                            _ => labels,
                         };
+                        positives += labels;
                     }
                     let labels = IdLists::from_lists(&lists);
                     let loss = match case.mode {
@@ -188,6 +195,7 @@ fn run_model<S: ScoringFunction + ModelDefaults>(
                         NegativeBatch::new(&data.train, 0, mine, entities, neg_ratio, 0.0, 1, 0);
                     if step > 0 {
                         triples += batch.len();
+                        positives += batch.len();
                     }
                     model.train_step(&TrainBatch::Triples {
                         heads: &b.heads,
@@ -203,22 +211,29 @@ fn run_model<S: ScoringFunction + ModelDefaults>(
             }
         }
         times.sort();
-        Ok((times[times.len() / 2], triples as f64 / case.steps as f64))
+        let per_step = |n: usize| n as f64 / case.steps as f64;
+        Ok((
+            times[times.len() / 2],
+            per_step(triples),
+            per_step(positives),
+        ))
     });
-    let (step, triples_per_step) = results.into_iter().next().expect("rank 0")?;
+    let (step, triples_per_step, positives_per_step) =
+        results.into_iter().next().expect("rank 0")?;
     Ok(TrainFigure {
         case: case.clone(),
         step,
         triples_per_step,
+        positives_per_step,
         rss_gib: super::sharded::resident_gib(),
     })
 }
 
 /// Prints the figures of one or more interleaved rounds over the same cases as a table: each
 /// case from its median round (by triples/s). Beside each case against shared negatives, its
-/// triples/s over those of the case with independent negatives on the same data and ranks in
-/// the same round, when there is one (the negatives suite's `negsample(16)`): the median over
-/// the rounds, and their range.
+/// triples/s and its positives/s over those of the case with independent negatives on the same
+/// data and ranks in the same round, when there is one (the negatives suite's `negsample(16)`):
+/// the median over the rounds, and their range.
 pub fn print(backend: Backend, rounds: &[Vec<TrainFigure>]) {
     let Some(first) = rounds.first() else {
         return;
@@ -236,10 +251,20 @@ pub fn print(backend: Backend, rounds: &[Vec<TrainFigure>]) {
     let modes: Vec<String> = first.iter().map(|f| mode_name(&f.case)).collect();
     let width = modes.iter().map(|m| m.len()).max().unwrap_or(0).max(14);
     println!(
-        "{:<22} {:<width$} {:>4} {:>6} {:>6} {:>10} {:>16} {:>9}  vs negsample",
-        "data", "mode", "dim", "batch", "ranks", "step ms", "triples/s", "RSS GiB"
+        "{:<22} {:<width$} {:>4} {:>6} {:>6} {:>10} {:>12} {:>12} {:>8}  {:<19}  positives/s vs neg.",
+        "data",
+        "mode",
+        "dim",
+        "batch",
+        "ranks",
+        "step ms",
+        "triples/s",
+        "positives/s",
+        "RSS GiB",
+        "triples/s vs neg."
     );
     let rate = |f: &TrainFigure| f.triples_per_step / f.step.as_secs_f64();
+    let positive_rate = |f: &TrainFigure| f.positives_per_step / f.step.as_secs_f64();
     for (i, mode) in modes.iter().enumerate() {
         let c = &first[i].case;
         let mut each: Vec<&TrainFigure> = rounds.iter().map(|r| &r[i]).collect();
@@ -250,7 +275,7 @@ pub fn print(backend: Backend, rounds: &[Vec<TrainFigure>]) {
                 && g.case.data == c.data
                 && g.case.ranks == c.ranks
         });
-        let ratio = match (c.negatives, independent) {
+        let ratio = |rate: &dyn Fn(&TrainFigure) -> f64| match (c.negatives, independent) {
             (Negatives::Shared { .. }, Some(j)) => {
                 let mut ratios: Vec<f64> =
                     rounds.iter().map(|r| rate(&r[i]) / rate(&r[j])).collect();
@@ -268,7 +293,7 @@ pub fn print(backend: Backend, rounds: &[Vec<TrainFigure>]) {
             _ => "–".to_string(),
         };
         println!(
-            "{:<22} {:<width$} {:>4} {:>6} {:>6} {:>10.2} {:>16.0} {:>9.2}  {}",
+            "{:<22} {:<width$} {:>4} {:>6} {:>6} {:>10.2} {:>12.0} {:>12.0} {:>8.2}  {:<19}  {}",
             c.data,
             mode,
             c.dim,
@@ -276,8 +301,10 @@ pub fn print(backend: Backend, rounds: &[Vec<TrainFigure>]) {
             c.ranks,
             f.step.as_secs_f64() * 1e3,
             rate(f),
+            positive_rate(f),
             f.rss_gib,
-            ratio
+            ratio(&rate),
+            ratio(&positive_rate)
         );
     }
 }
@@ -287,12 +314,16 @@ fn mode_name(c: &TrainCase) -> String {
     match (c.mode, c.negatives) {
         (Mode::NegSample { neg_ratio }, _) => format!("negsample({neg_ratio})"),
         (other, Negatives::Shared { uniform, batch, .. }) => {
-            let batch = if batch { "+batch" } else { "" };
+            let drawn = match (uniform, batch) {
+                (0, true) => "batch".to_string(),
+                (n, true) => format!("{n}+batch"),
+                (n, false) => n.to_string(),
+            };
             let chunk = match c.chunk {
                 0 => String::new(),
                 chunk => format!(" per {chunk}"),
             };
-            format!("{}+shared({uniform}{batch}{chunk})", other.name())
+            format!("{}+shared({drawn}{chunk})", other.name())
         }
         (other, Negatives::All) => other.name().to_string(),
     }
