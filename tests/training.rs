@@ -83,6 +83,15 @@ fn a_chunked_shared_negatives_step_is_the_host_step_on_every_rank_count() {
     check_chunked_batch_step::<RotatESq>(Backend::Cpu, scores::rotate_sq, 0.0, &lists[..2], 4);
 }
 
+/// Batch negatives alone (PyTorch-BigGraph's `num_uniform_negs = 0`): every query against the
+/// batch's true tails, or its chunk's, and nothing drawn.
+#[test]
+fn a_step_against_batch_negatives_alone_is_the_host_step_on_every_rank_count() {
+    check_shared_negatives_step::<ComplEx>(Backend::Cpu, scores::complex, 0.05, &[], true);
+    check_shared_negatives_step::<RotatESq>(Backend::Cpu, scores::rotate_sq, 0.0, &[], true);
+    check_chunked_batch_step::<ComplEx>(Backend::Cpu, scores::complex, 0.0, &[&[], &[], &[]], 2);
+}
+
 /// Scores the dense kernels cannot take (plain distances) are scored pair by pair against
 /// shared negatives, with every loss, a regulariser and dropout.
 #[test]

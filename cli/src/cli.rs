@@ -360,10 +360,15 @@ fn bench_negatives(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             },
             case(Mode::OneVsAll, uniform(256, false), 8192),
             case(Mode::OneVsAll, uniform(256, true), 2048),
-            // PyTorch-BigGraph's batch negatives: each chunk's own true tails.
+            // PyTorch-BigGraph's batch negatives: each chunk's own true tails, with a uniform
+            // draw and alone (`num_uniform_negs = 0`).
             TrainCase {
                 chunk: 256,
                 ..case(Mode::OneVsAll, uniform(256, true), 2048)
+            },
+            TrainCase {
+                chunk: 256,
+                ..case(Mode::OneVsAll, uniform(0, true), 2048)
             },
         ]);
     }

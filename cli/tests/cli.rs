@@ -192,7 +192,7 @@ fn bad_input_is_one_line_and_a_non_zero_exit() {
     for (bad, why) in [
         ("degree:x", "a positive number of negatives"),
         ("uniform:4,zipf:2", "unknown negatives `uniform:4,zipf:2`"),
-        ("batch", "need uniform:N or degree:N"),
+        ("batch:64", "set the queries per chunk with --chunk 64"),
     ] {
         let (ok, _, stderr) = rowshard(&["train", "--negatives", bad]);
         assert!(!ok && stderr.contains(why), "{bad}: {stderr}");

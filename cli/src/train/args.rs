@@ -268,6 +268,13 @@ fn parse_negatives(s: &str) -> Result<Negatives, String> {
             Some(("uniform", n)) => uniform = count(n)?,
             Some(("degree", n)) => degree = count(n)?,
             None if part == "batch" => batch = true,
+            Some(("batch", n)) => {
+                return Err(format!(
+                    "`{part}` in `{s}`: batch negatives are the true tails of the queries of a \
+                     chunk; write batch and set the queries per chunk with --chunk {n} \
+                     (PyTorch-BigGraph's num_batch_negs)"
+                ));
+            }
             _ => {
                 return Err(format!(
                     "unknown negatives `{s}`; expected all, or uniform:N, degree:N and batch \
@@ -275,12 +282,6 @@ fn parse_negatives(s: &str) -> Result<Negatives, String> {
                 ));
             }
         }
-    }
-    if uniform + degree == 0 {
-        return Err(format!(
-            "`{s}`: shared negatives need uniform:N or degree:N (batch alone is not yet \
-             supported)"
-        ));
     }
     Ok(Negatives::Shared {
         uniform,
