@@ -134,6 +134,69 @@ fn a_short_run_trains_checkpoints_and_writes_its_metrics() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// The tensors of an exported `embeddings.safetensors`, by name: its JSON header read by hand
+/// (eight bytes of length, the header, the data).
+fn exported_tensors(file: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let bytes = std::fs::read(file).unwrap();
+    let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + len]).unwrap();
+    let data = &bytes[8 + len..];
+    header
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(name, _)| *name != "__metadata__")
+        .map(|(name, t)| {
+            let at = |i: usize| t["data_offsets"][i].as_u64().unwrap() as usize;
+            (name.clone(), data[at(0)..at(1)].to_vec())
+        })
+        .collect()
+}
+
+/// `--relation-lr` trains the relation table at its own rate: at 0 the relations stay as
+/// initialised (those of a run at `--lr 0`, bit for bit) while the entities train.
+#[test]
+fn relation_lr_sets_the_relation_tables_rate_alone() {
+    let dir = temp("relation-lr");
+    let export = |name: &str, rates: &[&str]| {
+        let ck = dir.join(name).join("ck");
+        let out = dir.join(name).join("out");
+        let mut args = vec![
+            "train",
+            "--epochs",
+            "2",
+            "--eval-every",
+            "2",
+            "--checkpoint-dir",
+            ck.to_str().unwrap(),
+        ];
+        args.extend_from_slice(rates);
+        let (ok, _, stderr) = rowshard(&args);
+        assert!(ok, "{stderr}");
+        let (ok, _, stderr) = rowshard(&[
+            "export",
+            "--checkpoint",
+            ck.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(ok, "{stderr}");
+        (
+            exported_tensors(&out.join("embeddings.safetensors")),
+            stderr,
+        )
+    };
+    let (frozen, _) = export("frozen", &["--lr", "0"]);
+    let (relations_frozen, _) = export("relations-frozen", &["--lr", "0.1", "--relation-lr", "0"]);
+    let (trained, _) = export("trained", &["--lr", "0.1"]);
+    assert_eq!(relations_frozen["relations"], frozen["relations"]);
+    assert_ne!(relations_frozen["entities"], frozen["entities"]);
+    assert_ne!(trained["relations"], frozen["relations"]);
+    let (ok, _, stderr) = rowshard(&["train", "--epochs", "1", "--relation-lr", "0.5"]);
+    assert!(ok && stderr.contains("(relations 0.5)"), "{stderr}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn bad_input_is_one_line_and_a_non_zero_exit() {
     let dir = temp("bad");

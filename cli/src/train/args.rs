@@ -71,6 +71,10 @@ pub struct TrainArgs {
     /// Learning rate of both tables (default: the model's).
     #[arg(long, value_parser = parse_non_negative)]
     pub lr: Option<f64>,
+    /// Learning rate of the relation table alone, over --lr (PyTorch-BigGraph's relation_lr;
+    /// 0 keeps the relations as initialised).
+    #[arg(long, value_parser = parse_non_negative)]
+    pub relation_lr: Option<f64>,
     /// Hyper-parameters by name, from the optimizer table.
     #[command(flatten)]
     pub hyper: HyperArgs,

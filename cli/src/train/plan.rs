@@ -79,6 +79,9 @@ impl<'a> Plan<'a> {
             settings.entity.set("lr", lr)?;
             settings.relation.set("lr", lr)?;
         }
+        if let Some(lr) = args.relation_lr {
+            settings.relation.set("lr", lr)?;
+        }
         for &(name, value) in &args.hyper.0 {
             settings.entity.set(name, value)?;
             settings.relation.set(name, value)?;

@@ -35,7 +35,7 @@ pub(super) fn run_rank<S: ScoringFunction>(
     let s = &plan.spec.settings;
     say(format!(
         "rowshard train: {} on {} ({} entities, {} relations; {} / {} / {} triples{}), {} ranks, \
-         {} {}, dim {}, {} lr {}, {:?}",
+         {} {}, dim {}, {} lr {}{}, {:?}",
         S::NAME,
         data.folder.display(),
         data.entities.len(),
@@ -50,6 +50,11 @@ pub(super) fn run_rank<S: ScoringFunction>(
         s.dim,
         s.entity.optimizer(),
         s.entity.lr,
+        if s.relation.lr == s.entity.lr {
+            String::new()
+        } else {
+            format!(" (relations {})", s.relation.lr)
+        },
         plan.config.mode,
     ));
     say(format!(
