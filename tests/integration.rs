@@ -29,4 +29,6 @@ mod nccl;
 #[cfg(feature = "cpu")]
 mod sharded;
 #[cfg(feature = "cpu")]
+mod table_init;
+#[cfg(feature = "cpu")]
 mod training;

@@ -141,49 +141,60 @@ impl KernelSet {
                 got: init.len(),
             });
         }
-        self.allocate_with(rows, self.config.weight_dtype.encode(init))
+        self.allocate_with(rows, Some(self.config.weight_dtype.encode(init)))
     }
 
-    /// Allocates a table of `rows` rows with zero weights (written later, a block of rows at a
-    /// time, so that a large table is never held twice) and zeroed optimizer states.
-    pub fn allocate_zeroed(&self, rows: usize) -> Result<TableBuffers, KernelError> {
-        let bytes = rows * self.config.dim * self.config.weight_dtype.size();
-        self.allocate_with(rows, vec![0u8; bytes])
+    /// Allocates a table of `rows` rows and leaves its weights and optimizer states unwritten:
+    /// the caller writes every row of every slot (as [`crate::LocalTable::new_in_blocks`]
+    /// does, a block of rows at a time), so that no host buffer of the whole table is made,
+    /// copied or zeroed. Placeholder states (of an optimizer without them) are zeroed.
+    pub fn allocate_unwritten(&self, rows: usize) -> Result<TableBuffers, KernelError> {
+        self.allocate_with(rows, None)
     }
 
-    fn allocate_with(&self, rows: usize, weights: Vec<u8>) -> Result<TableBuffers, KernelError> {
+    /// Allocates the buffers: the weights from `weights` (encoded) and zero optimizer states,
+    /// or, for `None`, every row-sized buffer unwritten.
+    fn allocate_with(
+        &self,
+        rows: usize,
+        weights: Option<Vec<u8>>,
+    ) -> Result<TableBuffers, KernelError> {
         let dim = self.config.dim;
         let spec = self.config.optimizer.spec();
         let n_elem_states = spec.element_states().count();
-        let state_len = |k: usize| {
-            if n_elem_states > k {
-                rows * dim
-            } else {
-                self.vector_size
-            }
-        };
+        let unwritten = weights.is_none();
         let zeros = |len: usize, dtype: DType| {
             self.client
                 .create(Bytes::from_bytes_vec(vec![0u8; len * dtype.size()]))
         };
+        // A state of `per_row` values a row, or a zeroed placeholder of `placeholder` values.
+        let state_or_placeholder =
+            |used: bool, per_row: usize, placeholder: usize, dtype: DType| {
+                if !used {
+                    zeros(placeholder, dtype)
+                } else if unwritten {
+                    self.client.empty((rows * per_row).max(1) * dtype.size())
+                } else {
+                    zeros((rows * per_row).max(1), dtype)
+                }
+            };
+        let state = self.config.state_dtype;
         // Exact-fit, persistent memory: a table lives as long as the process, and allocated in
         // the runtime's ordinary pools it would size the pages of every later per-step buffer
         // (they are carved from pages as large as the largest allocation seen).
-        let weights = Bytes::from_bytes_vec(weights);
+        let weights = weights.map(Bytes::from_bytes_vec);
         Ok(self
             .client
             .memory_persistent_allocation(weights, |weights| TableBuffers {
-                weights: self.client.create(weights),
-                state_a: zeros(state_len(0).max(1), self.config.state_dtype),
-                state_b: zeros(state_len(1).max(1), self.config.state_dtype),
-                row_state: zeros(
-                    if spec.row_state().is_some() {
-                        rows.max(1)
-                    } else {
-                        1
-                    },
-                    DType::F32,
-                ),
+                weights: match weights {
+                    Some(bytes) => self.client.create(bytes),
+                    None => self
+                        .client
+                        .empty(rows.max(1) * dim * self.config.weight_dtype.size()),
+                },
+                state_a: state_or_placeholder(n_elem_states > 0, dim, self.vector_size, state),
+                state_b: state_or_placeholder(n_elem_states > 1, dim, self.vector_size, state),
+                row_state: state_or_placeholder(spec.row_state().is_some(), 1, 1, DType::F32),
             }))
     }
 

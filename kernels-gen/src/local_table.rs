@@ -60,6 +60,10 @@ impl Buffer {
     }
 }
 
+/// Rows a table built by [`LocalTable::new_in_blocks`] writes at a time (32 MiB of `f32` weights
+/// at dim 128).
+pub const INIT_BLOCK_ROWS: usize = 1 << 16;
+
 /// What to do with a non-finite gradient.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum NonFinitePolicy {
@@ -99,17 +103,54 @@ impl LocalTable {
         Self::with_kernels(KernelSet::new(client, config)?, rows, init)
     }
 
-    /// Creates a table of zero weights (to be written with [`LocalTable::write_rows`]),
-    /// compiling its kernels.
-    pub fn new_zeroed(
+    /// Creates a table of `rows` rows, compiling its kernels, with the weights `init` appends
+    /// for each block of rows it is given (`f32`, rounded to the weight dtype) and zero
+    /// optimizer states, written [`INIT_BLOCK_ROWS`] rows at a time with one block in flight:
+    /// a large table is never held twice, nor zeroed or copied whole on its way to the device.
+    /// Rows that are not whole 32-bit words (an odd dim of 16-bit values) are written at once.
+    pub fn new_in_blocks(
         client: &Client,
         config: TableConfig,
         rows: usize,
+        mut init: impl FnMut(std::ops::Range<usize>, &mut Vec<f32>),
     ) -> Result<Self, KernelError> {
+        let layout = slot_layout(&config);
+        let whole_words = layout
+            .iter()
+            .all(|(_, dtype, width)| (width * dtype.size()).is_multiple_of(4));
+        if rows == 0 || !whole_words {
+            let mut weights = Vec::with_capacity(rows * config.dim);
+            init(0..rows, &mut weights);
+            return Self::new(client, config, rows, &weights);
+        }
         let kernels = KernelSet::new(client, config)?;
         check_row_count(rows)?;
-        let buffers = kernels.allocate_zeroed(rows)?;
-        Ok(Self::from_parts(kernels, buffers, rows))
+        let buffers = kernels.allocate_unwritten(rows)?;
+        let table = Self::from_parts(kernels, buffers, rows);
+        let (mut weights, mut zeros) = (Vec::new(), Vec::new());
+        for first in (0..rows).step_by(INIT_BLOCK_ROWS) {
+            let block = first..(first + INIT_BLOCK_ROWS).min(rows);
+            let ids: Vec<u32> = block.clone().map(|r| r as u32).collect();
+            weights.clear();
+            init(block, &mut weights);
+            if weights.len() != ids.len() * config.dim {
+                return Err(KernelError::ShapeMismatch {
+                    what: "initial weights of a block of rows",
+                    expected: ids.len() * config.dim,
+                    got: weights.len(),
+                });
+            }
+            let bytes = config.weight_dtype.encode(&weights);
+            table.write_rows(Slot::Weights, &ids, &bytes)?;
+            for &(slot, dtype, width) in &layout[1..] {
+                zeros.resize(ids.len() * width * dtype.size(), 0u8);
+                table.write_rows(slot, &ids, &zeros)?;
+            }
+            // One block in flight: queued uploads would otherwise hold a second copy of the
+            // table until the runtime reached them.
+            crate::wait::sync(client)?;
+        }
+        Ok(table)
     }
 
     /// Creates a table on already compiled kernels.

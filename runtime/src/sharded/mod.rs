@@ -169,35 +169,19 @@ impl<'c> ShardedTable<'c> {
         let rank = comm.rank();
         let local = partition.local_rows(rank);
         let dim = spec.config.dim;
-        let init_rows = |rows: std::ops::Range<usize>| -> Vec<f32> {
-            let mut init = Vec::with_capacity(rows.len() * dim);
+        let init_rows = |rows: std::ops::Range<usize>, out: &mut Vec<f32>| {
             for l in rows {
-                spec.init
-                    .extend_row(partition.global(rank, l), dim, &mut init);
+                spec.init.extend_row(partition.global(rank, l), dim, out);
             }
-            init
         };
         let (mut shard, host) = match write_back {
-            // Whole-word rows: written a block at a time, so that a shard is never held twice.
-            None if (dim * spec.config.weight_dtype.size()).is_multiple_of(4) => {
-                let shard = LocalTable::new_zeroed(client, spec.config, local)?;
-                if spec.init != Initializer::Zeros {
-                    const BLOCK: usize = 1 << 16;
-                    for first in (0..local).step_by(BLOCK) {
-                        let rows = first..(first + BLOCK).min(local);
-                        let ids: Vec<u32> = rows.clone().map(|l| l as u32).collect();
-                        let bytes = spec.config.weight_dtype.encode(&init_rows(rows));
-                        shard.write_rows(Slot::Weights, &ids, &bytes)?;
-                    }
-                }
-                (shard, None)
-            }
             None => (
-                LocalTable::new(client, spec.config, local, &init_rows(0..local))?,
+                LocalTable::new_in_blocks(client, spec.config, local, init_rows)?,
                 None,
             ),
             Some(ratio) => {
-                let init = init_rows(0..local);
+                let mut init = Vec::with_capacity(local * dim);
+                init_rows(0..local, &mut init);
                 let host = WriteBackCache::new(&spec.config, local, ratio, &init)?;
                 let lines = host.lines();
                 let zeros = vec![0.0; lines * dim];
