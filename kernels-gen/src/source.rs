@@ -12,8 +12,8 @@ use cubecl::prelude::*;
 
 use crate::dense_set::DenseTiles;
 use crate::kernels::dense::{
-    ScoreEpilogue, adversarial::adversarial_grad, count::count_better, labels::label_corrections,
-    margin::margin_grad, panels::query_panels, query_grad::dense_query_grad, scores::dense_scores,
+    ScoreEpilogue, adversarial::adversarial_grad, labels::label_corrections, margin::margin_grad,
+    panels::query_panels, query_grad::dense_query_grad, scores::dense_scores,
     softmax::softmax_grad, table_grad::dense_table_grad,
 };
 use crate::kernels::{
@@ -181,7 +181,7 @@ pub fn copy_source(language: Language) -> Result<String, KernelError> {
 
 /// The dense kernels (see [`crate::kernels::dense`]) with GPU tiles for rows of 128, named:
 /// the score kernel per epilogue and the label and query-gradient kernels for tables of
-/// `dtype`; the softmax, count, table-gradient and query-panel kernels (only `f32` in, no table) when
+/// `dtype`; the softmax, table-gradient and query-panel kernels (only `f32` in, no table) when
 /// `dtype` is `f32`.
 pub fn dense_sources(
     dtype: DType,
@@ -197,6 +197,7 @@ pub fn dense_sources(
         ("dense_scores", ScoreEpilogue::Scores),
         ("dense_scores_bce", ScoreEpilogue::BinaryCrossEntropy),
         ("dense_scores_softmax_stats", ScoreEpilogue::SoftmaxStats),
+        ("dense_scores_count_better", ScoreEpilogue::CountBetter),
     ] {
         let source = with_dtype!(dtype, F => compile(
             dense_scores::DenseScores::<F>::new(
@@ -281,20 +282,6 @@ pub fn dense_sources(
         tiles.scores.vectors,
     );
     out.push(("margin_grad", compile(margin.define(), language)?));
-    let count = count_better::CountBetter::new(
-        settings(),
-        properties(),
-        target(),
-        b(),
-        b(),
-        b(),
-        (),
-        (),
-        (),
-        SNAPSHOT_VECTOR,
-        tiles.scores.vectors,
-    );
-    out.push(("count_better", compile(count.define(), language)?));
     let table_grad = dense_table_grad::DenseTableGrad::new(
         settings(),
         properties(),
@@ -343,7 +330,6 @@ const ENTRY_POINTS: &[&str] = &[
     "adversarial_grad",
     "margin_grad",
     "label_corrections",
-    "count_better",
     "query_panels",
     "forward",
     "backward",

@@ -168,12 +168,12 @@ fn measure(
     let lse = client.create(cubecl::bytes::Bytes::from_elems(vec![1.0f32; q.padded]));
     let dw = client.empty(rows * dim * 4);
     let dq = kernels.query_grad_buffer(&q);
-    let counts = kernels.count_buffer(rows, &q);
     let stats = |e| kernels.stats_buffer(e, rows, &q);
-    let (bce_stats, softmax_stats, score_stats) = (
+    let (bce_stats, softmax_stats, score_stats, counts) = (
         stats(ScoreEpilogue::BinaryCrossEntropy),
         stats(ScoreEpilogue::SoftmaxStats),
         stats(ScoreEpilogue::Scores),
+        stats(ScoreEpilogue::CountBetter),
     );
     let sync = || rowshard_kernels::wait::sync(client).expect("sync");
     let scores = |e: ScoreEpilogue, s: &Handle| kernels.scores(&q, &block, &out, s, e, 1e-6, 0.0);
@@ -222,11 +222,11 @@ fn measure(
             Box::new(|| kernels.query_grad(&out, &block, &q, &dq, false)),
         ),
         (
-            "filtered ranking (scores + counts)",
+            "filtered ranking (counted in the score tiles)",
             1,
             Box::new(|| {
-                scores(ScoreEpilogue::Scores, &score_stats);
-                kernels.count_better(&out, rows, &q, &lse, &counts);
+                let e = ScoreEpilogue::CountBetter;
+                kernels.scores(&q, &block, &lse, &counts, e, 1.0, 0.0);
             }),
         ),
         (

@@ -140,6 +140,16 @@ impl DenseKernels {
             self.scores(&queries, &block, &out, &stats, epilogue, 1.0, 0.0);
         }
         let lse = self.upload(vec![0.0f32; queries.padded]);
+        let counted = self.stats_buffer(ScoreEpilogue::CountBetter, rows, &queries);
+        self.scores(
+            &queries,
+            &block,
+            &lse,
+            &counted,
+            ScoreEpilogue::CountBetter,
+            1.0,
+            0.0,
+        );
         let loss = self.adversarial_loss_buffer(rows, &queries);
         self.adversarial_grad(&out, rows, &queries, &lse, &loss, 1.0, 1.0);
         self.softmax_grad(&out, rows, &queries, &lse, 1.0, 0.0);
@@ -168,10 +178,8 @@ impl DenseKernels {
             };
             self.softmax_query_grad(&out, &block, &queries, &dq, false, &softmax, &labels);
         }
-        let counts = self.count_buffer(rows, &queries);
-        self.count_better(&out, rows, &queries, &lse, &counts);
         let on_device = self.queries_on_device(queries.rows.clone(), n);
-        crate::wait::read_one(&self.client, counts)?;
+        crate::wait::read_one(&self.client, counted)?;
         crate::wait::read_one(&self.client, dq)?;
         crate::wait::read_one(&self.client, on_device.transposed)?;
         Ok(())

@@ -32,6 +32,7 @@ impl DenseKernels {
             ScoreEpilogue::Scores => self.lanes,
             ScoreEpilogue::BinaryCrossEntropy => split.units() * self.lanes,
             ScoreEpilogue::SoftmaxStats => split.groups * 3 * queries.padded,
+            ScoreEpilogue::CountBetter => split.groups * 2 * queries.padded,
         }
     }
 
@@ -64,7 +65,9 @@ impl DenseKernels {
     }
 
     /// Enqueues [`dense_scores()`]: `queries` against `block` into `out` (`block.rows × padded`),
-    /// with `epilogue`'s statistics in `stats` (see [`DenseKernels::stats_len`]).
+    /// with `epilogue`'s statistics in `stats` (see [`DenseKernels::stats_len`]). With
+    /// [`ScoreEpilogue::CountBetter`], `out` holds the `padded` true scores instead, and is
+    /// only read.
     #[allow(clippy::too_many_arguments)]
     pub fn scores(
         &self,
@@ -81,6 +84,10 @@ impl DenseKernels {
         }
         let split = self.score_split(block.rows, queries);
         let stats_len = self.stats_len(epilogue, block.rows, queries);
+        let out_len = match epilogue {
+            ScoreEpilogue::CountBetter => queries.padded,
+            _ => block.rows * queries.padded,
+        };
         with_dtype!(self.dtype, F => {
             // SAFETY: the block lies inside the table; `out` holds rows × padded values and
             // `stats` what stats_len says; each unit writes only its own rows, panels and stats.
@@ -92,7 +99,7 @@ impl DenseKernels {
                     self.lanes,
                     BufferArg::from_raw_parts(queries.transposed.clone(), self.dim * queries.padded),
                     BufferArg::from_raw_parts(block.table.clone(), block.table_len),
-                    BufferArg::from_raw_parts(out.clone(), block.rows * queries.padded),
+                    BufferArg::from_raw_parts(out.clone(), out_len),
                     BufferArg::from_raw_parts(stats.clone(), stats_len),
                     block.first as u32,
                     block.rows as u32,

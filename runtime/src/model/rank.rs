@@ -15,6 +15,9 @@ use crate::agree::{agree_on_input, all_values};
 use crate::comm::{all_gather_values, from_bytes, to_bytes};
 use crate::error::{InputError, ShardError};
 
+/// Bytes of scores a rank holds at once for the rows a ranking call leaves out of its counts.
+const SKIPPED_SCORE_BYTES: usize = 256 << 20;
+
 /// Which side of the triple is predicted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Direction {
@@ -99,7 +102,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 mine
             })
             .collect();
-        let tally = if q.direction == Direction::Tail && self.dense.is_some() {
+        let tally = if self.counts_on_device(q.direction) {
             self.dense_tally(q, total, &answers, &skip)?
         } else {
             let scores = self.triple_scores(q, total)?;
@@ -114,6 +117,13 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         Ok((offset..offset + n)
             .map(|b| 1.0 + sums[b] as f64 + sums[total + b] as f64 / 2.0)
             .collect())
+    }
+
+    /// Whether [`ShardedModel::rank`] counts queries of `direction` where the dense product
+    /// makes their scores: then a call's memory does not grow with its queries times the
+    /// shard's rows, and a call may take many queries.
+    pub fn counts_on_device(&self, direction: Direction) -> bool {
+        direction == Direction::Tail && self.dense.is_some()
     }
 
     /// The score of each query's answer, from the rank that holds it (`score(l, b)` reads this
@@ -165,9 +175,10 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         }
     }
 
-    /// The tally of tail queries by the dense kernels (`dense_inputs.rs`): the scores stay on
-    /// the device, where they are counted; only the answers' and the filtered entities' scores
-    /// are read.
+    /// The tally of tail queries by the dense kernels (`dense_inputs.rs`): the shard's scores
+    /// are counted where the product makes them and never stored. The rows a query leaves out
+    /// of its count (its answer and its filtered entities) are scored apart, by the same kernel
+    /// and so to the same bits; the true scores come from them.
     fn dense_tally(
         &self,
         q: &RankQueries,
@@ -185,44 +196,67 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         let all = all_gather_values(self.comm, mine)?;
         let local = self.entities.partition().local_rows(self.comm.rank());
         let queries = dense.upload_queries(&all, total);
-        let padded = queries.padded;
-        let out = dense.score_buffer(local, &queries);
-        let stats = dense.stats_buffer(ScoreEpilogue::Scores, local, &queries);
-        let table = self.dense_rows(None)?.table;
-        let block = TableBlock {
-            table: &table,
-            table_len: local * width,
-            first: 0,
-            rows: local,
+        // Each query's skipped rows' scores, in `skip[b]`'s order, scored against every query
+        // a bounded part of their union at a time.
+        let mut picked: Vec<u32> = skip.iter().flatten().copied().collect();
+        picked.sort_unstable();
+        picked.dedup();
+        let mut skipped: Vec<Vec<f32>> = skip.iter().map(|s| vec![0.0; s.len()]).collect();
+        let part_rows = (SKIPPED_SCORE_BYTES / (4 * queries.padded)).max(1);
+        for part in picked.chunks(part_rows) {
+            let table = self.dense_rows(Some(part))?.table;
+            let block = TableBlock {
+                table: &table,
+                table_len: part.len() * width,
+                first: 0,
+                rows: part.len(),
+            };
+            let out = dense.score_buffer(part.len(), &queries);
+            let stats = dense.stats_buffer(ScoreEpilogue::Scores, part.len(), &queries);
+            dense.scores(
+                &queries,
+                &block,
+                &out,
+                &stats,
+                ScoreEpilogue::Scores,
+                1.0,
+                0.0,
+            );
+            let scores = dense.read(out, part.len() * queries.padded)?;
+            for (b, rows) in skip.iter().enumerate() {
+                for (j, l) in rows.iter().enumerate() {
+                    if let Ok(i) = part.binary_search(l) {
+                        skipped[b][j] = scores[queries.index(part.len(), i, b)];
+                    }
+                }
+            }
+        }
+        let score = |l: usize, b: usize| {
+            let j = skip[b]
+                .binary_search(&(l as u32))
+                .expect("scored rows are skipped rows");
+            skipped[b][j]
         };
-        dense.scores(
-            &queries,
-            &block,
-            &out,
-            &stats,
-            ScoreEpilogue::Scores,
-            1.0,
-            0.0,
-        );
-        // Zero-copy on the cpu runtime: only the answers' and filtered entities' scores are read.
-        let bytes = rowshard_kernels::wait::read_one(dense.client(), out.clone())?;
-        let scores: std::borrow::Cow<[f32]> = match bytemuck::try_cast_slice(&bytes) {
-            Ok(values) => std::borrow::Cow::Borrowed(values),
-            Err(_) => std::borrow::Cow::Owned(bytemuck::pod_collect_to_vec(&bytes)),
-        };
-        let score = |l: usize, b: usize| scores[queries.index(local, l, b)];
         let truth = self.truth(answers, score)?;
         let mut tally = vec![0u64; 2 * total];
         if local > 0 {
             let mut truth_padded = truth.clone();
-            truth_padded.resize(padded, 0.0);
+            truth_padded.resize(queries.padded, 0.0);
             let truth_handle = dense
                 .client()
                 .create(cubecl::bytes::Bytes::from_elems(truth_padded));
-            let counts = dense.count_buffer(local, &queries);
-            dense.count_better(&out, local, &queries, &truth_handle, &counts);
-            let counts = dense.read(counts, dense.count_len(local, &queries))?;
-            for (b, [better, tied]) in combine_counts(&counts, padded, total)
+            let table = self.dense_rows(None)?.table;
+            let block = TableBlock {
+                table: &table,
+                table_len: local * width,
+                first: 0,
+                rows: local,
+            };
+            let epilogue = ScoreEpilogue::CountBetter;
+            let counts = dense.stats_buffer(epilogue, local, &queries);
+            dense.scores(&queries, &block, &truth_handle, &counts, epilogue, 1.0, 0.0);
+            let counts = dense.read(counts, dense.stats_len(epilogue, local, &queries))?;
+            for (b, [better, tied]) in combine_counts(&counts, queries.padded, total)
                 .into_iter()
                 .enumerate()
             {

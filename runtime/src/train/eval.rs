@@ -147,8 +147,9 @@ fn queries<'a>(
     out
 }
 
-/// Bytes a rank may spend on one ranking call's scores: a call scores every query against the
-/// whole shard (16 bytes a pair, with the index lists of scoring that is not a dense product).
+/// Bytes a rank may spend on one ranking call's scores where they are not counted on the device
+/// (`ShardedModel::counts_on_device`): such a call scores every query against the whole shard,
+/// 16 bytes a pair with the index lists of scoring that is not a dense product.
 const RANKING_BYTES: usize = 512 << 20;
 
 /// Global queries per ranking call: `batch`, or fewer where a shard of `shard_rows` rows would
@@ -174,7 +175,9 @@ pub fn evaluate<S: ScoringFunction>(
     let relations = data.relations.len() as u32;
     let all = queries(triples, filters, reciprocal.then_some(relations));
     let (rank, world) = (model.comm().rank(), model.comm().world());
-    let batch = match protocol {
+    let per_call = |direction: Direction| match protocol {
+        // Counted on the device: no block of scores to bound.
+        Protocol::Full if model.counts_on_device(direction) => batch.max(1),
         Protocol::Full => {
             let partition = model.entities().partition();
             let largest = (0..world)
@@ -195,7 +198,8 @@ pub fn evaluate<S: ScoringFunction>(
     // Tail and head queries go in separate calls (a call has one direction).
     for direction in [Direction::Tail, Direction::Head] {
         let of_direction: Vec<&Query> = all.iter().filter(|q| q.direction == direction).collect();
-        let rounds = of_direction.len().div_ceil(batch.max(1));
+        let batch = per_call(direction);
+        let rounds = of_direction.len().div_ceil(batch);
         for round in 0..rounds {
             let global =
                 &of_direction[round * batch..((round + 1) * batch).min(of_direction.len())];

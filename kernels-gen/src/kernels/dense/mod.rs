@@ -7,14 +7,13 @@
 //!
 //! | kernel | computes | vectors run along |
 //! |---|---|---|
-//! | [`scores::dense_scores()`] | `S = W·Qᵀ`, then a loss epilogue in lanes | queries |
+//! | [`scores::dense_scores()`] | `S = W·Qᵀ`, then a loss epilogue in lanes, or filtered ranking's counts instead of `S` | queries |
 //! | [`softmax::softmax_grad()`] | `G = scale·(exp(S − lse) − off)` in place | queries |
 //! | [`adversarial::adversarial_grad()`] | `G = scale·exp(αS − lse)·σ(S)` in place (self-adversarial) | queries |
 //! | [`margin::margin_grad()`] | `G = scale·w·Σₖ [S > tₖ]` (margin ranking against each positive), violations counted | queries |
 //! | [`labels::label_corrections()`] | `G[e, b] −= scale·y`, loss `−y·s` for each label | dim |
 //! | [`table_grad::dense_table_grad()`] | `∂W = G·Q` | dim |
 //! | [`query_grad::dense_query_grad()`] | `∂Q = Gᵀ·W` (on the `cpu` runtime, with the softmax gradient and its label corrections made in place first) | queries |
-//! | [`count::count_better()`] | per query, entities scoring above / equal to the truth | queries |
 //! | [`panels::query_panels()`] | `Qᵀ` panel by panel from `Q` on the device | — |
 //!
 //! Scores and their gradients are laid out row-major by *table row*, each row padded to whole
@@ -31,8 +30,6 @@
 
 #[allow(missing_docs)]
 pub mod adversarial;
-#[allow(missing_docs)]
-pub mod count;
 #[allow(missing_docs)]
 pub mod labels;
 #[allow(missing_docs)]

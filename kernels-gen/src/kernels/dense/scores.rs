@@ -23,6 +23,11 @@ pub enum ScoreEpilogue {
     /// `exp(s − max)` and the sum of `s` over the group's rows (`stats[(group · 3 + j) · padded
     /// + v]`, `j` = 0, 1, 2): the pieces of a log-sum-exp combined across units and ranks.
     SoftmaxStats,
+    /// Store nothing: count, per query and row group, the rows scoring above the query's true
+    /// score and those level with it (`stats[(group · 2 + j) · padded + v]`, `j` = 0, 1; exact
+    /// in `f32` below 2²⁴ rows a group), with the true scores in `out` (`padded` values, read
+    /// only). Filtered ranking, without a block of scores.
+    CountBetter,
 }
 
 /// Scores the queries against the table rows `first..first + rows`.
@@ -81,6 +86,13 @@ pub fn dense_scores<F: Float, N: Size>(
                 stats[at] = Vector::new(MINUS_HUGE);
                 stats[at + qv] = zero;
                 stats[at + 2 * qv] = zero;
+            }
+        }
+        if comptime!(epilogue == ScoreEpilogue::CountBetter) {
+            for v in p_begin * tv..p_end * tv {
+                let at = group * 2 * qv + v;
+                stats[at] = zero;
+                stats[at + qv] = zero;
             }
         }
         let tiles = (end - begin).div_ceil(tr);
@@ -142,6 +154,26 @@ pub fn dense_scores<F: Float, N: Size>(
                     }
                 }
 
+                if comptime!(epilogue == ScoreEpilogue::CountBetter) {
+                    #[unroll]
+                    for v in 0..tv {
+                        let at = group * 2 * qv + p * tv + v;
+                        let truth = out[p * tv + v];
+                        let mut better = stats[at];
+                        let mut tied = stats[at + qv];
+                        #[unroll]
+                        for r in 0..tr {
+                            if e0 + r < end {
+                                let s = acc[r * tv + v];
+                                better += select_many(s.greater_than(&truth), one, zero);
+                                tied += select_many(s.equal(&truth), one, zero);
+                            }
+                        }
+                        stats[at] = better;
+                        stats[at + qv] = tied;
+                    }
+                }
+
                 if comptime!(epilogue == ScoreEpilogue::BinaryCrossEntropy) {
                     // With a = |s| and e = exp(−a): σ(s) = 1/(1+e) for s ≥ 0, e/(1+e) below;
                     // softplus(s) − off·s = (½ − off)·s + ½·a + ln(1 + e). The exponent is held
@@ -172,7 +204,7 @@ pub fn dense_scores<F: Float, N: Size>(
                         }
                     }
                     loss += linear + ln_from_1::<N>(product);
-                } else {
+                } else if comptime!(epilogue != ScoreEpilogue::CountBetter) {
                     #[unroll]
                     for r in 0..tr {
                         if e0 + r < end {
