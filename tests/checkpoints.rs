@@ -64,11 +64,10 @@ fn trained(world: usize, spec: &ModelSpec, dir: Option<&Path>) -> Snapshot {
                 .collect();
             let labels =
                 IdLists::from_lists(&mine.iter().map(|&h| vec![(h + 1) % 37]).collect::<Vec<_>>());
-            model.train_step(&TrainBatch::KvsAll {
+            model.train_step(&TrainBatch::AllEntities {
                 heads: &mine,
                 relations: &[0, 1, 2, 3, 1],
                 labels: &labels,
-                smoothing: 0.0,
             })?;
         }
         if let Some(dir) = dir {

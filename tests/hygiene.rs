@@ -69,11 +69,10 @@ fn the_output_compiles_under_shadowed_names_and_its_model_trains() {
     let results = threads::run(2, |comm| -> std::result::Result<_, ShardError> {
         let client = Backend::Cpu.client()?;
         let mut model: ShadowedModel = ShadowedModel::new(comm, &client, &spec)?;
-        let kvsall = model.train_step(&TrainBatch::KvsAll {
+        let kvsall = model.train_step(&TrainBatch::AllEntities {
             heads: &[1, 5],
             relations: &[0, 2],
             labels: &IdLists::from_lists(&[vec![3], vec![4, 7]]),
-            smoothing: 0.0,
         })?;
         let triples = model.train_step(&TrainBatch::Triples {
             heads: &[0, 11],

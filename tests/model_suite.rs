@@ -15,7 +15,7 @@ use rowshard::model::{
 };
 use rowshard::partition::PartitionScheme;
 use rowshard::train::batches::share;
-use rowshard::{IdLists, ShardedModel, TrainBatch};
+use rowshard::{IdLists, Loss, Objective, ShardedModel, TrainBatch};
 use rowshard_kernels::{Backend, DType, Optimizer};
 
 use crate::data::Rng;
@@ -259,12 +259,14 @@ pub fn check_kvsall_step<S: ScoringFunction>(backend: Backend, reference: Score)
         let (e0, r0, e1, r1) = run_step::<S>(backend, world, |model, rank, world| {
             let mine = share(n, rank, world);
             let lists: Vec<&[u32]> = mine.clone().map(|i| labels.get(i)).collect();
+            model.set_objective(
+                Objective::new(Loss::BinaryCrossEntropy).with_smoothing(smoothing),
+            )?;
             model
-                .train_step(&TrainBatch::KvsAll {
+                .train_step(&TrainBatch::AllEntities {
                     heads: &heads[mine.clone()],
                     relations: &relations[mine],
                     labels: &IdLists::from_lists(&lists),
-                    smoothing,
                 })
                 .map(|_| ())
         });
@@ -473,30 +475,32 @@ fn check_softmax_against<S: ScoringFunction>(
         _ => 0.1f64,
     };
     let n = heads.len();
-    let regularizer = rowshard::model::Regularizer::N3 { weight: n3 };
+    let regularizer = rowshard::objective::Regularizer::N3 { weight: n3 };
     let sample = IdLists::from_lists(negatives.map_or(&[][..], |s| s.lists));
     for world in [1, 2, 3, 7] {
         let (e0, r0, e1, r1) = run_step::<S>(backend, world, |model, rank, world| {
+            let mut objective =
+                Objective::new(Loss::SoftmaxCrossEntropy).with_smoothing(smoothing as f32);
             if n3 > 0.0 {
-                model.set_regularization(rowshard::model::Regularization {
+                objective.regularization = rowshard::objective::Regularization {
                     entities: regularizer,
                     relations: regularizer,
-                });
+                };
             }
-            model.set_dropouts(dropout.0, dropout.1)?;
+            objective.dropout = rowshard::objective::Dropout {
+                entity: dropout.0,
+                relation: dropout.1,
+            };
+            model.set_objective(objective)?;
             let mine = share(n, rank, world);
             let lists: Vec<&[u32]> = mine.clone().map(|i| labels.get(i)).collect();
             let (heads, relations) = (&heads[mine.clone()], &relations[mine]);
             let labels = &IdLists::from_lists(&lists);
-            let loss = rowshard::EntityLoss::SoftmaxCrossEntropy {
-                smoothing: smoothing as f32,
-            };
             let batch = match negatives {
                 None => TrainBatch::AllEntities {
                     heads,
                     relations,
                     labels,
-                    loss,
                 },
                 Some(shared) => TrainBatch::SharedNegatives {
                     heads,
@@ -505,7 +509,6 @@ fn check_softmax_against<S: ScoringFunction>(
                     negatives: &sample,
                     chunk: shared.chunk,
                     batch_negatives: shared.batch,
-                    loss,
                 },
             };
             model.train_step(&batch).map(|_| ())
@@ -517,12 +520,12 @@ fn check_softmax_against<S: ScoringFunction>(
         let segments = S::SEGMENTS;
         // The first step's dropout masks, as the model draws them (seed 3, step 0).
         let mask = |p, side, width| {
-            rowshard::model::dropout_mask(p, sgd_spec().seed, 0, side, 0, n, width)
+            rowshard::objective::dropout_mask(p, sgd_spec().seed, 0, side, 0, n, width)
         };
         let (head_mask, relation_mask) = if dropout != (0.0, 0.0) {
             (
-                mask(dropout.0, rowshard::model::DropoutSide::Head, STEP_DIM),
-                mask(dropout.1, rowshard::model::DropoutSide::Relation, rdim),
+                mask(dropout.0, rowshard::objective::DropoutSide::Head, STEP_DIM),
+                mask(dropout.1, rowshard::objective::DropoutSide::Relation, rdim),
             )
         } else {
             (vec![1.0; n * STEP_DIM], vec![1.0; n * rdim])
@@ -662,8 +665,8 @@ fn softplus(x: f64) -> f64 {
 }
 
 /// The logistic loss and its per-query form.
-fn logistic_loss() -> (rowshard::EntityLoss, impl Fn(&[f64], &[f64]) -> QueryLoss) {
-    let loss = rowshard::EntityLoss::BinaryCrossEntropy { smoothing: 0.0 };
+fn logistic_loss() -> (Loss, impl Fn(&[f64], &[f64]) -> QueryLoss) {
+    let loss = Loss::BinaryCrossEntropy;
     (loss, |_: &[f64], _: &[f64]| -> QueryLoss {
         Box::new(|pos: &[f64], neg: &[f64]| {
             pos.iter().map(|&s| softplus(-s)).sum::<f64>() / pos.len() as f64
@@ -674,10 +677,8 @@ fn logistic_loss() -> (rowshard::EntityLoss, impl Fn(&[f64], &[f64]) -> QueryLos
 
 /// The self-adversarial logistic loss at `temperature` and its per-query form, the weights
 /// taken from the scores it is given.
-fn adversarial_loss(
-    temperature: f32,
-) -> (rowshard::EntityLoss, impl Fn(&[f64], &[f64]) -> QueryLoss) {
-    let loss = rowshard::EntityLoss::SelfAdversarial { temperature };
+fn adversarial_loss(temperature: f32) -> (Loss, impl Fn(&[f64], &[f64]) -> QueryLoss) {
+    let loss = Loss::SelfAdversarial { temperature };
     (loss, move |_: &[f64], neg: &[f64]| -> QueryLoss {
         let top = neg.iter().fold(f64::NEG_INFINITY, |m, &s| m.max(s));
         let z: f64 = neg
@@ -700,8 +701,8 @@ fn adversarial_loss(
 }
 
 /// The margin ranking loss with margin `margin` and its per-query form.
-fn margin_loss(margin: f32) -> (rowshard::EntityLoss, impl Fn(&[f64], &[f64]) -> QueryLoss) {
-    let loss = rowshard::EntityLoss::Margin { margin };
+fn margin_loss(margin: f32) -> (Loss, impl Fn(&[f64], &[f64]) -> QueryLoss) {
+    let loss = Loss::MarginRanking { margin };
     (loss, move |_: &[f64], _: &[f64]| -> QueryLoss {
         let margin = margin as f64;
         Box::new(move |pos: &[f64], neg: &[f64]| {
@@ -727,7 +728,7 @@ fn check_sample_loss_step<S: ScoringFunction>(
     reference: Score,
     negatives: &[&[u32]],
     chunk: usize,
-    loss: rowshard::EntityLoss,
+    loss: Loss,
     query_loss: impl Fn(&[f64], &[f64]) -> QueryLoss,
 ) {
     let (heads, relations, labels) = softmax_batch();
@@ -737,6 +738,7 @@ fn check_sample_loss_step<S: ScoringFunction>(
         let (e0, r0, e1, r1) = run_step::<S>(backend, world, |model, rank, world| {
             let mine = share(n, rank, world);
             let own: Vec<&[u32]> = mine.clone().map(|i| labels.get(i)).collect();
+            model.set_objective(Objective::new(loss))?;
             model
                 .train_step(&TrainBatch::SharedNegatives {
                     heads: &heads[mine.clone()],
@@ -745,7 +747,6 @@ fn check_sample_loss_step<S: ScoringFunction>(
                     negatives: &lists,
                     chunk,
                     batch_negatives: false,
-                    loss,
                 })
                 .map(|_| ())
         });

@@ -19,7 +19,7 @@ use rowshard::models::{ComplEx, DistMult, RotatE, RotatESq, TransE, TransESq};
 use rowshard::train::{
     Filters, Metrics, Mode, Negatives, Protocol, TrainConfig, Trainer, evaluate,
 };
-use rowshard::{IdLists, ShardedModel, TrainBatch};
+use rowshard::{IdLists, Loss, Objective, ShardedModel, TrainBatch};
 use rowshard_kernels::Backend;
 use rowshard_tests::model_suite::{
     check_adversarial_step, check_chunked_batch_step, check_chunked_steps, check_kvsall_step,
@@ -190,31 +190,30 @@ fn bad_input_on_one_rank_is_refused_everywhere_and_changes_nothing() {
             targets: &[1.0],
         });
         let bad_id = if comm.rank() == 0 { 99 } else { 1 };
-        let refused_id = model.train_step(&TrainBatch::KvsAll {
+        let refused_id = model.train_step(&TrainBatch::AllEntities {
             heads: &[bad_id],
             relations: &[0],
             labels: &IdLists::from_lists(&[[2]]),
-            smoothing: 0.0,
         });
         // Margin ranking against shared negatives needs them apart from the true tails, and a
         // margin ≥ 0.
         let labels = IdLists::from_lists(&[[2]]);
         let negatives = IdLists::from_lists(&[[3, 4]]);
-        let margin = |batch_negatives, margin| TrainBatch::SharedNegatives {
-            heads: &[1],
-            relations: &[0],
-            labels: &labels,
-            negatives: &negatives,
-            chunk: 0,
-            batch_negatives,
-            loss: rowshard::EntityLoss::Margin { margin },
+        let mut margin = |batch_negatives, margin| {
+            model.set_objective(Objective::new(Loss::MarginRanking { margin }))?;
+            model.train_step(&TrainBatch::SharedNegatives {
+                heads: &[1],
+                relations: &[0],
+                labels: &labels,
+                negatives: &negatives,
+                chunk: 0,
+                batch_negatives,
+            })
         };
-        let margins = [
-            model.train_step(&margin(true, 1.0)),
-            model.train_step(&margin(false, -1.0)),
-        ];
+        let margins = [margin(true, 1.0), margin(false, -1.0)];
         // Two lists of negatives for one chunk (the batch of 2 queries in chunks of 4).
         let two = IdLists::from_lists(&[[3], [4]]);
+        model.set_objective(Objective::new(Loss::SoftmaxCrossEntropy))?;
         let chunks = model.train_step(&TrainBatch::SharedNegatives {
             heads: &[1],
             relations: &[0],
@@ -222,7 +221,6 @@ fn bad_input_on_one_rank_is_refused_everywhere_and_changes_nothing() {
             negatives: &two,
             chunk: 4,
             batch_negatives: false,
-            loss: rowshard::EntityLoss::SoftmaxCrossEntropy { smoothing: 0.0 },
         });
         assert!(
             matches!(
@@ -280,11 +278,10 @@ fn bad_input_on_one_rank_is_refused_everywhere_and_changes_nothing() {
         let client = Backend::Cpu.client()?;
         let mut model = ShardedModel::<TransE>::new(comm, &client, &sgd_spec())?;
         model
-            .train_step(&TrainBatch::KvsAll {
+            .train_step(&TrainBatch::AllEntities {
                 heads: &[0],
                 relations: &[0],
                 labels: &IdLists::from_lists(&[[1]]),
-                smoothing: 0.0,
             })
             .map(|_| ())
     });
@@ -383,33 +380,33 @@ fn umls_softmax_run<S: ScoringFunction + ModelDefaults>(
     negatives: Negatives,
     stream_block: usize,
 ) -> Metrics {
+    let n3 = rowshard::objective::Regularizer::N3 { weight: 0.01 };
     let config = TrainConfig {
         stream_block,
         mode: Mode::OneVsAll,
         negatives,
-        loss: rowshard::train::Loss::SoftmaxCrossEntropy,
-        epochs: 4,
-        batch_size: 256,
         // Label smoothing spreads over candidates every query shares (not without batch
         // negatives).
-        label_smoothing: match negatives {
-            Negatives::Shared { batch: false, .. } => 0.0,
-            _ => 0.1,
-        },
+        objective: Objective::new(Loss::SoftmaxCrossEntropy)
+            .with_smoothing(match negatives {
+                Negatives::Shared { batch: false, .. } => 0.0,
+                _ => 0.1,
+            })
+            .with_regularization(rowshard::objective::Regularization {
+                entities: n3,
+                relations: n3,
+            }),
+        epochs: 4,
+        batch_size: 256,
         ..TrainConfig::default()
     };
     let mut spec = ModelSpec::of::<S>(data.entities.len(), Mode::OneVsAll.model_relations(data));
     spec.settings.dim = 16;
     spec.settings.init = rowshard::model::InitScheme::Normal { std: 0.1 };
     spec.seed = 5;
-    let n3 = rowshard::model::Regularizer::N3 { weight: 0.01 };
     let results = threads::run(world, |comm| -> Result<_, ShardError> {
         let client = Backend::Cpu.client()?;
         let mut model = ShardedModel::<S>::new(comm, &client, &spec)?;
-        model.set_regularization(rowshard::model::Regularization {
-            entities: n3,
-            relations: n3,
-        });
         let mut trainer = Trainer::new(data, config.clone())?;
         while trainer.epochs_done < config.epochs {
             trainer.epoch(&mut model, &mut rowshard::train::Silent)?;
@@ -429,6 +426,7 @@ fn umls_1vsall_softmax_n3_on_1_2_and_4_ranks_agree() {
         uniform: 8,
         degree: 8,
         batch: true,
+        chunk: 0,
     };
     for negatives in [
         Negatives::All,
@@ -483,16 +481,15 @@ fn streamed_triples_train_as_in_memory_ones_and_agree_across_rank_counts() {
 
 #[test]
 fn corruption_losses_train_umls_alike_on_1_and_2_ranks() {
-    use rowshard::model::CorruptionLoss;
     let data = umls();
     let mut spec = ModelSpec::of::<RotatE>(data.entities.len(), data.relations.len());
     spec.settings.entity.set("lr", 0.05).unwrap();
     spec.settings.relation.set("lr", 0.05).unwrap();
     let filters = Filters::new(&data).unwrap();
-    let run = |world: usize, loss: CorruptionLoss| -> Metrics {
+    let run = |world: usize, loss: Loss| -> Metrics {
         let config = TrainConfig {
             mode: Mode::NegSample { neg_ratio: 8 },
-            corruption_loss: Some(loss),
+            objective: Objective::new(loss),
             epochs: 20,
             batch_size: 512,
             ..TrainConfig::default()
@@ -509,11 +506,9 @@ fn corruption_losses_train_umls_alike_on_1_and_2_ranks() {
         results.into_iter().next().unwrap().unwrap()
     };
     for loss in [
-        CorruptionLoss::Logistic {
-            adversarial: Some(1.0),
-        },
-        CorruptionLoss::Softmax,
-        CorruptionLoss::Margin { margin: 1.0 },
+        Loss::SelfAdversarial { temperature: 1.0 },
+        Loss::SoftmaxCrossEntropy,
+        Loss::MarginRanking { margin: 1.0 },
     ] {
         // 20 epochs: 0.73 (self-adversarial), 0.72 (softmax), 0.64 (margin).
         let one = run(1, loss);
@@ -529,13 +524,13 @@ fn corruption_losses_train_umls_alike_on_1_and_2_ranks() {
         let client = Backend::Cpu.client()?;
         let mut model = ShardedModel::<RotatE>::new(comm, &client, &spec)?;
         let n = if comm.rank() == 0 { 6 } else { 5 };
+        model.set_objective(Objective::new(Loss::SoftmaxCrossEntropy))?;
         model
             .train_step(&TrainBatch::Corrupted {
                 heads: &vec![0; n],
                 relations: &vec![0; n],
                 tails: &vec![1; n],
                 per_positive: 2,
-                loss: CorruptionLoss::Softmax,
             })
             .map(|_| ())
     });
@@ -605,11 +600,12 @@ fn shared_negatives_train_the_same_bits_from_the_same_seed() {
     let data = umls();
     let config = TrainConfig {
         mode: Mode::OneVsAll,
-        loss: rowshard::train::Loss::SoftmaxCrossEntropy,
+        objective: Objective::new(Loss::SoftmaxCrossEntropy),
         negatives: Negatives::Shared {
             uniform: 24,
             degree: 8,
             batch: false,
+            chunk: 0,
         },
         epochs: 2,
         batch_size: 256,
@@ -659,7 +655,7 @@ fn squared_distances_train_1vsall_alike_on_1_2_and_4_ranks_and_rank_as_the_forwa
     let filters = Filters::new(&data).unwrap();
     let config = TrainConfig {
         mode: Mode::OneVsAll,
-        loss: rowshard::train::Loss::SoftmaxCrossEntropy,
+        objective: Objective::new(Loss::SoftmaxCrossEntropy),
         epochs: 4,
         batch_size: 256,
         ..TrainConfig::default()

@@ -3,11 +3,11 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use rowshard::ShardedModel;
 use rowshard::checkpoint::{self, Manifest};
 use rowshard::comm::threads;
 use rowshard::data::Dataset;
 use rowshard::model::{ModelDefaults, ModelSpec, OptimizerSettings, ScoringFunction};
-use rowshard::{ShardedModel, models};
 use rowshard_kernels::{DType, Optimizer};
 
 /// Arguments of `rowshard export`.
@@ -27,22 +27,22 @@ pub struct ExportArgs {
     pub ranks: usize,
 }
 
-/// Runs `rowshard export`.
-pub fn run(args: ExportArgs) -> Result<(), Box<dyn std::error::Error>> {
+/// Runs `rowshard export`; `find` gives the export of a model named in a checkpoint.
+pub fn run(args: ExportArgs, find: &FindExport<'_>) -> Result<(), Box<dyn std::error::Error>> {
     let (manifest, folder) = checkpoint::read_manifest(&args.checkpoint)?;
     let dataset = args
         .dataset
         .clone()
         .unwrap_or_else(|| PathBuf::from(&manifest.state.dataset));
     let data = Dataset::load(&dataset)?;
-    let visit = Visit {
+    let job = ExportJob {
         args: &args,
         manifest: &manifest,
         folder: &folder,
         data: &data,
     };
-    models::visit(&manifest.model, visit)
-        .ok_or_else(|| format!("{}: unknown model `{}`", folder.display(), manifest.model))??;
+    let export = find(&manifest.model).map_err(|e| format!("{}: {e}", folder.display()))?;
+    export(&job)?;
     eprintln!(
         "rowshard export: {} ({} entities × {}, {} relations × {}) from {} to {}",
         manifest.model,
@@ -56,7 +56,8 @@ pub fn run(args: ExportArgs) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-struct Visit<'a> {
+/// What exporting a checkpoint needs, for any model type.
+pub struct ExportJob<'a> {
     args: &'a ExportArgs,
     manifest: &'a Manifest,
     folder: &'a PathBuf,
@@ -72,11 +73,18 @@ fn optimizer(entry: &checkpoint::OptimizerEntry) -> Result<OptimizerSettings, St
     Ok(OptimizerSettings::new(o).with_state_dtype(d))
 }
 
-impl models::ModelVisitor for Visit<'_> {
-    type Output = Result<(), Box<dyn std::error::Error>>;
+/// The export of the model a checkpoint names.
+pub type FindExport<'a> = dyn Fn(&str) -> Result<ExportFn, Box<dyn std::error::Error>> + 'a;
 
-    fn visit<S: ScoringFunction + ModelDefaults>(self) -> Self::Output {
-        let m = self.manifest;
+/// Exports a checkpoint of model `S`: what the registry runs for it.
+pub type ExportFn = fn(&ExportJob) -> Result<(), Box<dyn std::error::Error>>;
+
+/// Loads `job`'s checkpoint into model `S` over its ranks and writes its tables.
+pub fn export<S: ScoringFunction + ModelDefaults>(
+    job: &ExportJob,
+) -> Result<(), Box<dyn std::error::Error>> {
+    {
+        let m = job.manifest;
         let mut spec = ModelSpec::of::<S>(m.entities, m.relations);
         spec.settings.dim = m.dim;
         spec.settings.dtype =
@@ -84,16 +92,16 @@ impl models::ModelVisitor for Visit<'_> {
         spec.settings.entity = optimizer(&m.entity_optimizer)?;
         spec.settings.relation = optimizer(&m.relation_optimizer)?;
         let results = threads::run(
-            self.args.ranks.max(1),
+            job.args.ranks.max(1),
             |comm| -> Result<(), rowshard::ShardError> {
                 let client = rowshard::Backend::Cpu.client()?;
                 let mut model = ShardedModel::<S>::new(comm, &client, &spec)?;
                 let fail = |e: checkpoint::CheckpointError| {
                     rowshard::ShardError::Unsupported(e.to_string())
                 };
-                checkpoint::load(&mut model, self.folder, self.data.vocabulary_digest())
+                checkpoint::load(&mut model, job.folder, job.data.vocabulary_digest())
                     .map_err(fail)?;
-                checkpoint::export(&model, self.data, &self.args.out).map_err(fail)
+                checkpoint::export(&model, job.data, &job.args.out).map_err(fail)
             },
         );
         for r in results {

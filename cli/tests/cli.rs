@@ -234,11 +234,14 @@ fn bad_input_is_one_line_and_a_non_zero_exit() {
             "1vsall",
             "--negatives",
             "uniform:8,batch",
-            "--adversarial-temperature",
-            "1",
+            "--loss",
+            "self-adversarial",
         ],
-        "--adversarial-temperature applies to negsample, or to kvsall and 1vsall with shared \
-         negatives without batch negatives",
+        "self-adversarial weighting needs shared negatives without batch negatives",
+    );
+    refused(
+        &["train", "--adversarial-temperature", "1"],
+        "--adversarial-temperature applies to --loss self-adversarial",
     );
     refused(
         &["train", "--model", "complex", "--dim", "31"],

@@ -23,11 +23,16 @@ pub mod checkpoint;
 pub mod comm;
 pub mod data;
 pub mod error;
+pub mod id_lists;
 pub mod init;
 pub mod model;
 pub mod models;
+pub mod negatives;
+pub mod objective;
 pub mod partition;
+pub mod recipe;
 pub mod sharded;
+pub mod step;
 pub mod train;
 
 pub use rowshard_kernels::{
@@ -39,14 +44,17 @@ pub use rowshard_macros::{scoring, sharded_embedding};
 
 pub use comm::{CommError, Communicator};
 pub use error::{InputError, ShardError};
+pub use id_lists::IdLists;
 pub use init::Initializer;
 pub use model::{
-    EntityLoss, IdLists, InitScheme, ModelDefaults, ModelSettings, ModelSpec, OptimizerSettings,
-    ScoringFunction, ShardedModel, StepReport, TrainBatch,
+    InitScheme, ModelDefaults, ModelSettings, ModelSpec, OptimizerSettings, ScoringFunction,
+    ShardedModel,
 };
+pub use objective::{Loss, Objective};
 pub use partition::{Partition, PartitionScheme};
 pub use rowshard_kernels as kernels;
 pub use sharded::{Phase, RowElement, ShardedTable, ShardedTableSpec, StateLocation};
+pub use step::{StepReport, TrainBatch};
 
 /// What the macros' output reaches the runtime through; not a public API.
 #[doc(hidden)]

@@ -15,12 +15,11 @@ use rowshard::data::Dataset;
 use rowshard::error::ShardError;
 use rowshard::init::SplitMix64;
 use rowshard::model::{ModelDefaults, ModelSpec, ScoringFunction};
-use rowshard::models::{ComplEx, DistMult};
-use rowshard::train::batches::{
-    NegativeBatch, QuerySet, batches, chunk_negatives, share, shuffled,
-};
+use rowshard::negatives::{NegativeBatch, SharedSampler};
+use rowshard::objective::{Loss, Objective};
+use rowshard::train::batches::{QuerySet, batches, epoch_order, share, shuffled};
 use rowshard::train::{Mode, Negatives};
-use rowshard::{EntityLoss, IdLists, ShardedModel, TrainBatch};
+use rowshard::{IdLists, ShardedModel, TrainBatch};
 use rowshard_kernels::{Backend, Optimizer};
 
 /// One measured configuration.
@@ -30,16 +29,16 @@ pub struct TrainCase {
     pub data: String,
     /// KvsAll, 1vsAll or negative sampling.
     pub mode: Mode,
-    /// What KvsAll and 1vsAll score against.
+    /// What KvsAll and 1vsAll score against (shared negatives with their chunks).
     pub negatives: Negatives,
-    /// ComplEx with row-wise AdaGrad (the negatives suite), else DistMult with Adam.
-    pub complex: bool,
+    /// The model: a registered name.
+    pub model: String,
+    /// Both tables' optimizer (learning rate 0.1), when not the model's own.
+    pub optimizer: Option<Optimizer>,
     /// Entity row length.
     pub dim: usize,
     /// Global batch (queries or true triples).
     pub batch: usize,
-    /// Shared negatives: queries per chunk with its own draw (`0`: the whole batch).
-    pub chunk: usize,
     /// Thread ranks.
     pub ranks: usize,
     /// Timed steps (after one warm-up step).
@@ -91,42 +90,42 @@ pub fn synthetic(entities: usize, relations: usize, triples: usize, seed: u64) -
     }
 }
 
-/// Runs `case` on `data`.
-pub fn run(backend: Backend, data: &Dataset, case: &TrainCase) -> Result<TrainFigure, ShardError> {
-    if case.complex {
-        run_model::<ComplEx>(backend, data, case)
-    } else {
-        run_model::<DistMult>(backend, data, case)
-    }
-}
+/// Measures a case for one model type: what the registry runs for it.
+pub type BenchFn = fn(Backend, &Dataset, &TrainCase) -> Result<TrainFigure, ShardError>;
 
-fn run_model<S: ScoringFunction + ModelDefaults>(
+/// Runs `case` on `data` for model `S`.
+pub fn run_model<S: ScoringFunction + ModelDefaults>(
     backend: Backend,
     data: &Dataset,
     case: &TrainCase,
 ) -> Result<TrainFigure, ShardError> {
     let mut spec = ModelSpec::of::<S>(data.entities.len(), case.mode.model_relations(data));
     spec.settings.dim = case.dim;
-    if case.complex {
-        let optimizer = rowshard::model::OptimizerSettings::new(Optimizer::RowWiseAdaGrad);
+    if let Some(optimizer) = case.optimizer {
+        let optimizer = rowshard::model::OptimizerSettings::new(optimizer);
         spec.settings.entity = optimizer.clone().with_lr(0.1);
         spec.settings.relation = optimizer.with_lr(0.1);
     }
-    let entities = data.entities.len() as u32;
     let relations = data.relations.len() as u32;
+    let sampler = SharedSampler::new(data, case.negatives, 1).map_err(ShardError::Data)?;
+    let loss = match case.mode {
+        Mode::OneVsAll => Loss::SoftmaxCrossEntropy,
+        _ => Loss::BinaryCrossEntropy,
+    };
     let kvsall = match case.mode {
         Mode::KvsAll => Some(QuerySet::kvsall(&data.train, relations)),
         Mode::OneVsAll => Some(QuerySet::one_vs_all(&data.train, relations)),
         Mode::NegSample { .. } => None,
     };
     let examples = kvsall.as_ref().map_or(data.train.len(), |s| s.len());
-    let order = case.negatives.order(case.mode, examples, 1, 0);
+    let order = epoch_order(case.mode, case.negatives, examples, 1, 0);
     let global: Vec<_> = batches(order.len(), case.batch)
         .take(case.steps + 1)
         .collect();
     let results = threads::run(case.ranks, |comm| -> Result<_, ShardError> {
         let client = backend.client()?;
         let mut model = ShardedModel::<S>::new(comm, &client, &spec)?;
+        model.set_objective(Objective::new(loss))?;
         let (rank, world) = (comm.rank(), comm.world());
         let mut times = Vec::new();
         let (mut triples, mut positives) = (0usize, 0usize);
@@ -153,41 +152,24 @@ fn run_model<S: ScoringFunction + ModelDefaults>(
                         positives += labels;
                     }
                     let labels = IdLists::from_lists(&lists);
-                    let loss = match case.mode {
-                        Mode::OneVsAll => EntityLoss::SoftmaxCrossEntropy { smoothing: 0.0 },
-                        _ => EntityLoss::BinaryCrossEntropy { smoothing: 0.0 },
-                    };
-                    let negatives = match case.negatives {
-                        Negatives::All => None,
-                        Negatives::Shared { uniform, batch, .. } => {
-                            let chunks = match case.chunk {
-                                0 => 1,
-                                chunk => global_len.div_ceil(chunk),
-                            };
-                            let mut lists = IdLists::new();
-                            for k in 0..chunks {
-                                lists.push(&chunk_negatives(entities, uniform, 1, 0, step, k));
-                            }
-                            Some((lists, batch))
+                    match (&sampler, case.negatives) {
+                        (Some(sampler), Negatives::Shared { batch, chunk, .. }) => {
+                            let negatives = sampler.draw(global_len, 0, step);
+                            model.train_step(&TrainBatch::SharedNegatives {
+                                heads: &heads,
+                                relations: &rels,
+                                labels: &labels,
+                                negatives: &negatives,
+                                chunk,
+                                batch_negatives: batch,
+                            })?
                         }
+                        _ => model.train_step(&TrainBatch::AllEntities {
+                            heads: &heads,
+                            relations: &rels,
+                            labels: &labels,
+                        })?,
                     };
-                    model.train_step(&match &negatives {
-                        None => TrainBatch::AllEntities {
-                            heads: &heads,
-                            relations: &rels,
-                            labels: &labels,
-                            loss,
-                        },
-                        Some((negatives, batch)) => TrainBatch::SharedNegatives {
-                            heads: &heads,
-                            relations: &rels,
-                            labels: &labels,
-                            negatives,
-                            chunk: case.chunk,
-                            batch_negatives: *batch,
-                            loss,
-                        },
-                    })?;
                 }
                 (None, Mode::NegSample { neg_ratio }) => {
                     let entities = data.entities.len() as u32;
@@ -239,8 +221,11 @@ pub fn print(backend: Backend, rounds: &[Vec<TrainFigure>]) {
         return;
     };
     let model = match first.first() {
-        Some(f) if f.case.complex => "ComplEx, row-wise AdaGrad",
-        _ => "DistMult, Adam",
+        Some(f) => match f.case.optimizer {
+            Some(optimizer) => format!("{}, {optimizer}", f.case.model),
+            None => format!("{}, its own optimizer", f.case.model),
+        },
+        None => String::new(),
     };
     println!(
         "training throughput: {model}, {backend} runtime, thread ranks (median step, after one \
@@ -313,13 +298,21 @@ pub fn print(backend: Backend, rounds: &[Vec<TrainFigure>]) {
 fn mode_name(c: &TrainCase) -> String {
     match (c.mode, c.negatives) {
         (Mode::NegSample { neg_ratio }, _) => format!("negsample({neg_ratio})"),
-        (other, Negatives::Shared { uniform, batch, .. }) => {
+        (
+            other,
+            Negatives::Shared {
+                uniform,
+                batch,
+                chunk,
+                ..
+            },
+        ) => {
             let drawn = match (uniform, batch) {
                 (0, true) => "batch".to_string(),
                 (n, true) => format!("{n}+batch"),
                 (n, false) => n.to_string(),
             };
-            let chunk = match c.chunk {
+            let chunk = match chunk {
                 0 => String::new(),
                 chunk => format!(" per {chunk}"),
             };

@@ -1,181 +1,79 @@
-//! `rowshard train`: trains a shipped model on a triples folder, sharded over thread ranks (or the
-//! processes of an MPI job), evaluates it with filtered metrics, keeps the best model, and
-//! checkpoints it. Flags come from the command line and from recipes (`--config FILE`).
+//! `rowshard train`: a recipe (`--config FILE`, flags over it) planned for a registered model and
+//! run by the library's [`fit`](rowshard::train::fit) over thread ranks or an MPI job, printing
+//! as it goes ([`Report`]); `--metrics-json` writes the run's report.
 
-mod args;
-mod best;
-mod plan;
-mod rank;
-pub mod recipe;
+mod report;
 
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
-use rowshard::comm::threads;
+use clap::Args;
 use rowshard::data::Dataset;
-use rowshard::model::{ModelDefaults, ScoringFunction};
-use rowshard::models;
-use rowshard::train::Metrics;
+use rowshard::recipe::Recipe;
+use rowshard::train::FitReport;
 
-use args::CommArg;
-pub use args::TrainArgs;
-use plan::Plan;
-use rank::run_rank;
+use crate::registry::Registry;
+pub use report::Report;
+
+/// Arguments of `rowshard train`: a recipe's keys as flags, and the recipe they override.
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    /// Read the keys from this recipe (a TOML file; see recipes/); flags on the command line
+    /// override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Every key of a recipe.
+    #[command(flatten)]
+    pub recipe: Recipe,
+}
+
+impl TrainArgs {
+    /// The recipe: the file's (if any) with the flags over it.
+    pub fn recipe(&self) -> Result<Recipe, Box<dyn std::error::Error>> {
+        Ok(match &self.config {
+            Some(path) => Recipe::from_file(path)?.overlay(&self.recipe),
+            None => self.recipe.clone(),
+        })
+    }
+}
 
 /// Where the data set is: as given, or — for the default — the copy shipped beside the sources.
-fn dataset_folder(given: &Path) -> PathBuf {
-    if given.exists() || given != Path::new("datasets/umls") {
-        return given.to_path_buf();
+pub fn dataset_folder(given: Option<&Path>) -> PathBuf {
+    let default = Path::new("datasets/umls");
+    match given {
+        Some(path) if path.exists() || path != default => path.to_path_buf(),
+        _ if default.exists() => default.to_path_buf(),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/umls"),
     }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/umls")
 }
 
-/// What a finished run reports (from rank 0); `--metrics-json` writes it.
-#[derive(Debug, serde::Serialize)]
-pub struct Outcome {
-    /// Filtered metrics on the validation split, of the model reported (the best evaluated one
-    /// when there were evaluations).
-    pub valid: Metrics,
-    /// Filtered metrics on the test split, of the same model.
-    pub test: Metrics,
-    /// The epoch after which the reported model was taken, when there were evaluations.
-    pub best_epoch: Option<usize>,
-    /// Epochs trained (counting those before a resume).
-    pub epochs: usize,
-    /// Seconds spent in training epochs in this run (evaluations and checkpoints left out).
-    pub train_seconds: f64,
-    /// Whether `--patience` ended the run.
-    pub stopped_early: bool,
-    /// Every evaluation on valid during training.
-    pub evaluations: Vec<Evaluation>,
-    /// What training cost.
-    pub train: TrainFigures,
-}
-
-/// What the training epochs of a run cost, over all ranks.
-#[derive(Clone, Copy, Debug, serde::Serialize)]
-pub struct TrainFigures {
-    /// Seconds spent in training epochs (evaluations and checkpoints left out).
-    pub seconds: f64,
-    /// Training examples (queries, or true triples) per second.
-    pub examples_per_s: f64,
-    /// Entity rows read per example, over all ranks: the ids looked up (heads, tails,
-    /// corruptions) and the shared negatives gathered; a whole shard scored against every
-    /// entity counts nothing.
-    pub rows_looked_up_per_example: f64,
-    /// The largest peak resident memory of the ranks' processes, in bytes (thread ranks share
-    /// one).
-    pub peak_rss_bytes: u64,
-    /// The tables' weights and optimizer states, over all ranks, in bytes.
-    pub tables_bytes: u64,
-    /// The buffers of streamed triples (a block per rank: the triples and their examples), over
-    /// all ranks, in bytes; 0 when the triples are in memory.
-    pub stream_buffer_bytes: u64,
-}
-
-/// One evaluation on valid during training.
-#[derive(Clone, Copy, Debug, serde::Serialize)]
-pub struct Evaluation {
-    /// After this epoch.
-    pub epoch: usize,
-    /// Seconds of training so far in this run.
-    pub train_seconds: f64,
-    /// Filtered metrics on valid.
-    pub valid: Metrics,
+/// The model a recipe names (default: DistMult, dicee's UMLS settings).
+pub fn model_name(recipe: &Recipe) -> &str {
+    recipe.model.model.as_deref().unwrap_or("distmult")
 }
 
 /// Runs `rowshard train`.
-pub fn run(args: TrainArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let folder = dataset_folder(&args.dataset);
-    let data = Dataset::load(&folder)?;
-    let outcome = models::visit(
-        &args.model,
-        Visit {
-            args: &args,
-            data: &data,
-        },
-    )
-    .ok_or_else(|| {
-        format!(
-            "unknown model `{}`; expected one of: {}",
-            args.model,
-            models::NAMES.join(", ")
-        )
-    })??;
-    if let (Some(outcome), Some(path)) = (outcome, &args.metrics_json) {
-        write_metrics(path, &outcome)?;
+pub fn run(args: TrainArgs, registry: &Registry) -> Result<(), Box<dyn std::error::Error>> {
+    let began = Instant::now();
+    let recipe = args.recipe()?;
+    let entry = registry.find(model_name(&recipe))?;
+    let data = Dataset::load(dataset_folder(recipe.data.dataset.as_deref()))?;
+    let plan = entry.plan(&recipe, &data)?;
+    let bars = recipe.run.progress;
+    let report = entry.run(&data, &plan, &move |start| {
+        Box::new(Report::start(start, bars, began)) as Box<dyn rowshard::train::Progress + '_>
+    })?;
+    if let (Some(report), Some(path)) = (report, &recipe.run.metrics_json) {
+        write_metrics(path, &report)?;
     }
     Ok(())
 }
 
-fn write_metrics(path: &Path, outcome: &Outcome) -> Result<(), Box<dyn std::error::Error>> {
-    let json = serde_json::to_string_pretty(outcome)?;
+/// Writes `report` as JSON to `path`, through a temporary file.
+pub fn write_metrics(path: &Path, report: &FitReport) -> Result<(), Box<dyn std::error::Error>> {
+    let json = serde_json::to_string_pretty(report)?;
     let tmp = path.with_extension("json.tmp");
     std::fs::write(&tmp, json + "\n").map_err(|e| format!("{}: {e}", tmp.display()))?;
     std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(())
-}
-
-struct Visit<'a> {
-    args: &'a TrainArgs,
-    data: &'a Dataset,
-}
-
-type RunResult = Result<Option<Outcome>, Box<dyn std::error::Error>>;
-
-impl models::ModelVisitor for Visit<'_> {
-    type Output = RunResult;
-
-    fn visit<S: ScoringFunction + ModelDefaults>(self) -> RunResult {
-        let plan = Plan::new::<S>(self.args, self.data)?;
-        let comm = match self.args.comm {
-            CommArg::Auto if std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some() => CommArg::Mpi,
-            CommArg::Auto => CommArg::Threads,
-            other => other,
-        };
-        match comm {
-            CommArg::Mpi => run_mpi::<S>(&plan),
-            _ => {
-                let results = threads::run(self.args.ranks as usize, |comm| {
-                    run_rank::<S>(comm, &plan).map_err(RankError)
-                });
-                let mut outcome = None;
-                for r in results {
-                    match r {
-                        Ok(Some(o)) => outcome = Some(o),
-                        Ok(None) => {}
-                        Err(RankError(e)) => return Err(e.into()),
-                    }
-                }
-                Ok(outcome)
-            }
-        }
-    }
-}
-
-/// A rank's error, displayable and convertible from collectives' errors (for `threads::run`).
-#[derive(Debug)]
-struct RankError(String);
-
-impl std::fmt::Display for RankError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl From<rowshard::CommError> for RankError {
-    fn from(e: rowshard::CommError) -> Self {
-        RankError(e.to_string())
-    }
-}
-
-#[cfg(feature = "mpi")]
-fn run_mpi<S: ScoringFunction>(plan: &Plan) -> RunResult {
-    let comm = rowshard::comm::mpi::MpiComm::init()?;
-    run_rank::<S>(&comm, plan).map_err(Into::into)
-}
-
-#[cfg(not(feature = "mpi"))]
-#[allow(clippy::extra_unused_type_parameters)] // the signature of the MPI build's
-fn run_mpi<S: ScoringFunction>(_: &Plan) -> RunResult {
-    Err("this rowshard was built without MPI; rebuild with `--features mpi`".into())
 }

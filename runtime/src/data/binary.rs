@@ -15,7 +15,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{DataError, Triple};
+use super::error::DataError;
+use super::triple::Triple;
 
 /// The first eight bytes of every triples file.
 pub const MAGIC: [u8; 8] = *b"RSHTRIPL";

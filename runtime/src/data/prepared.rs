@@ -14,8 +14,9 @@ use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
 
 use super::binary::{TripleFile, TripleWriter};
-use super::load::each_line;
-use super::{DataError, Dataset, Split, Unseen, vocabulary_digest};
+use super::dataset::{Dataset, Split, Unseen, vocabulary_digest};
+use super::error::DataError;
+use super::text::each_line;
 
 /// The entity vocabulary's file.
 pub const ENTITIES: &str = "entities.txt";

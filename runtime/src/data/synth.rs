@@ -18,8 +18,10 @@
 use std::path::Path;
 
 use super::binary::TripleWriter;
+use super::dataset::{Split, vocabulary_digest};
+use super::error::DataError;
 use super::prepared::{ENTITIES, RELATIONS, bin_name, write_names};
-use super::{DataError, Split, Triple, vocabulary_digest};
+use super::triple::Triple;
 use crate::init::SplitMix64;
 
 /// What to draw.

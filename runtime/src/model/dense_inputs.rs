@@ -15,7 +15,7 @@ use crate::error::ShardError;
 /// Queries' values on the host: computed there, or left on the device and read the first time a
 /// step asks for them — after the launches that do not need them are queued, and in the same
 /// round trip as a read the step makes anyway where it can ([`HostQueries::pending`]).
-pub(super) struct HostQueries {
+pub(crate) struct HostQueries {
     values: OnceCell<Vec<f32>>,
     /// The buffer and its length, until read.
     device: Option<(Client, Handle, usize)>,
@@ -70,7 +70,7 @@ impl HostQueries {
 }
 
 /// A rank's queries in the dense kernels' layout.
-pub(super) struct DenseQueries {
+pub(crate) struct DenseQueries {
     /// `q` (`dim` wide) or `q̃` (the augmented width), row-major: plain queries stay on the
     /// device until asked for.
     pub rows: HostQueries,
@@ -85,7 +85,7 @@ pub(super) struct DenseQueries {
 }
 
 /// The gradient of augmented queries' offset `c(h, r)` at `t = 0`, a row per query.
-pub(super) struct OffsetGrads {
+pub(crate) struct OffsetGrads {
     /// With respect to the head rows fed.
     pub head: Vec<f32>,
     /// With respect to the relation rows read.
@@ -93,7 +93,7 @@ pub(super) struct OffsetGrads {
 }
 
 /// Rows to score on the device in the dense kernels' layout.
-pub(super) struct DenseRows {
+pub(crate) struct DenseRows {
     /// The rows: in the table's dtype, or augmented in `f32`.
     pub table: Handle,
     /// Augmented rows only: the rows as read, `dim` wide in `f32` (to fold gradients back).
@@ -102,21 +102,16 @@ pub(super) struct DenseRows {
 
 impl<S: ScoringFunction> ShardedModel<'_, S> {
     /// The dense kernels' row width: the entity dim, or the augmented width.
-    pub(super) fn dense_width(&self) -> usize {
+    pub(crate) fn dense_width(&self) -> usize {
         self.augmented
             .map_or(self.spec.settings.dim, |form| form.width)
-    }
-
-    /// Why the model does not score against every entity by dense products.
-    pub(super) fn not_dense(&self) -> String {
-        self.dense_refusal.clone().unwrap_or_default()
     }
 
     /// The queries of `head_rows` (as fed, `dim` wide each) and relations `relation_index` into
     /// `relation_rows`: the query kernel's `q`, or `[a, κ, c]` from the forward and backward
     /// kernels at a zero tail row. With `backward` (a training step), plain queries keep their
     /// head rows on the device with room for the backward pass's tails ([`DenseQueries::heads`]).
-    pub(super) fn dense_queries(
+    pub(crate) fn dense_queries(
         &self,
         head_rows: &[f32],
         relation_rows: &DeviceRows,
@@ -174,7 +169,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
 
     /// This rank's shard rows `rows` (local; `None`: the whole shard) for the dense kernels:
     /// on the device as they are, or read, augmented and uploaded.
-    pub(super) fn dense_rows(&self, rows: Option<&[u32]>) -> Result<DenseRows, ShardError> {
+    pub(crate) fn dense_rows(&self, rows: Option<&[u32]>) -> Result<DenseRows, ShardError> {
         let shard = self.entities.shard();
         let Some(form) = self.augmented else {
             return Ok(DenseRows {

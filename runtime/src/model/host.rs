@@ -34,10 +34,7 @@ pub fn zeros(n: usize) -> Vec<f64> {
     vec![0.0; n]
 }
 
-/// `1 / (1 + e^-x)`.
-pub fn sigmoid(x: f64) -> f64 {
-    1.0 / (1.0 + (-x).exp())
-}
+pub use crate::objective::host::sigmoid;
 
 /// -1, 0 or 1.
 pub fn sign(x: f64) -> f64 {

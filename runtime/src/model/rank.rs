@@ -8,12 +8,12 @@
 use rowshard_kernels::dense_set::{TableBlock, combine_counts};
 use rowshard_kernels::kernels::dense::ScoreEpilogue;
 
-use super::id_lists::IdLists;
 use super::scoring::ScoringFunction;
 use super::sharded_model::ShardedModel;
 use crate::agree::{agree_on_input, all_values};
 use crate::comm::{all_gather_values, from_bytes, to_bytes};
 use crate::error::{InputError, ShardError};
+use crate::id_lists::IdLists;
 
 /// Bytes of scores a rank holds at once for the rows a ranking call leaves out of its counts.
 const SKIPPED_SCORE_BYTES: usize = 256 << 20;
@@ -187,7 +187,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
         skip: &[Vec<u32>],
     ) -> Result<Vec<u64>, ShardError> {
         let width = self.dense_width();
-        let dense = self.dense.as_ref().expect("checked");
+        let dense = self.dense_kernels()?;
         let rows = self.entities.lookup(q.anchors)?;
         let mine = self
             .dense_queries(&rows, &self.relation_rows(), q.relations, false)?

@@ -5,12 +5,12 @@ use cubecl::prelude::Client;
 use rowshard_kernels::{DType, DenseKernels, KernelError, LocalTable};
 
 use super::augmented::{Augmented, dense_form};
-use super::regularize::Regularization;
 use super::scoring::{DeviceRows, ScoreKernels, ScoringFunction, check_dim, relation_dim};
 use super::settings::ModelSpec;
 use crate::agree::{agree_on, agree_on_input};
 use crate::comm::Communicator;
 use crate::error::{InputError, ShardError};
+use crate::objective::Objective;
 use crate::sharded::{ShardedTable, ShardedTableSpec};
 
 /// A knowledge-graph-embedding model whose entity table is row-sharded over the ranks of a
@@ -19,23 +19,35 @@ use crate::sharded::{ShardedTable, ShardedTableSpec};
 /// Every method that touches the entity table is a collective: all ranks call it, each with its
 /// own part of the batch (possibly empty).
 pub struct ShardedModel<'c, S: ScoringFunction> {
-    pub(super) comm: &'c dyn Communicator,
-    pub(super) spec: ModelSpec,
-    pub(super) entities: ShardedTable<'c>,
-    pub(super) relations: LocalTable,
-    pub(super) kernels: ScoreKernels<S>,
+    pub(crate) comm: &'c dyn Communicator,
+    pub(crate) spec: ModelSpec,
+    pub(crate) entities: ShardedTable<'c>,
+    pub(crate) relations: LocalTable,
+    pub(crate) kernels: ScoreKernels<S>,
     /// The dense scoring kernels: scores linear in the tail, or quadratic with augmented rows.
-    pub(super) dense: Option<DenseKernels>,
+    pub(crate) dense: Option<DenseKernels>,
     /// How a score quadratic in the tail reaches the dense kernels.
-    pub(super) augmented: Option<Augmented>,
+    pub(crate) augmented: Option<Augmented>,
     /// Why the score does not reach the dense kernels, when it does not.
-    pub(super) dense_refusal: Option<String>,
-    pub(super) relation_dim: usize,
-    /// The regularisers of the rows a step uses.
-    pub(super) regularization: Regularization,
-    /// Dropout probabilities of the query rows (steps against every entity): the head's and
-    /// the relation's.
-    pub(super) dropout: (f32, f32),
+    pub(crate) dense_refusal: Option<String>,
+    pub(crate) relation_dim: usize,
+    /// What a training step optimises.
+    objective: Objective,
+}
+
+/// Whether a model's score reaches the dense kernels (as it is, or with augmented rows), which
+/// steps scoring queries against many entities at once need.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DenseSupport {
+    /// It does.
+    Dense,
+    /// It does not.
+    Not {
+        /// The model (its scoring function's name).
+        model: String,
+        /// Why not.
+        why: String,
+    },
 }
 
 /// The seed of the relation table, apart from the entity table's.
@@ -112,8 +124,7 @@ impl<'c, S: ScoringFunction> ShardedModel<'c, S> {
             augmented: None,
             dense_refusal: None,
             relation_dim: rdim,
-            regularization: Regularization::default(),
-            dropout: (0.0, 0.0),
+            objective: Objective::default(),
         };
         model.entities.set_seed(spec.seed as u32);
         match dense_form::<S>(dim) {
@@ -171,36 +182,42 @@ impl<'c, S: ScoringFunction> ShardedModel<'c, S> {
                 .map_or(std::time::Duration::ZERO, |d| d.jit_time())
     }
 
-    /// Regularises the rows of every later step that scores against every entity (KvsAll,
-    /// 1vsAll); call it on every rank.
-    pub fn set_regularization(&mut self, regularization: Regularization) {
-        self.regularization = regularization;
-    }
-
-    /// The regularisers of the rows a step uses.
-    pub fn regularization(&self) -> Regularization {
-        self.regularization
-    }
-
-    /// Drops each value of the head and relation rows a query is built from with probability
-    /// `p` in every later step that scores against every entity (inverted dropout; see
-    /// `dropout.rs`); call it on every rank. `p` must be in `[0, 1)`.
-    pub fn set_dropout(&mut self, p: f32) -> Result<(), ShardError> {
-        self.set_dropouts(p, p)
-    }
-
-    /// [`ShardedModel::set_dropout`] with a rate for the head rows (the entity table) and one
-    /// for the relation rows, as LibKGE's per-embedder `dropout`.
-    pub fn set_dropouts(&mut self, entity: f32, relation: f32) -> Result<(), ShardError> {
-        for p in [entity, relation] {
-            if !(0.0..1.0).contains(&p) {
-                return Err(ShardError::Unsupported(format!(
-                    "dropout {p}: a probability in [0, 1) is needed"
-                )));
-            }
-        }
-        self.dropout = (entity, relation);
+    /// What every later [`train_step`](ShardedModel::train_step) optimises, after checking
+    /// its values and that every rank sets the same. A collective.
+    pub fn set_objective(&mut self, objective: Objective) -> Result<(), ShardError> {
+        agree_on(self.comm, &[("the objective", format!("{objective:?}"))])?;
+        objective
+            .check()
+            .map_err(|e| ShardError::Unsupported(e.to_string()))?;
+        self.objective = objective;
         Ok(())
+    }
+
+    /// What a training step optimises.
+    pub fn objective(&self) -> &Objective {
+        &self.objective
+    }
+
+    /// Whether the model's score reaches the dense kernels.
+    pub fn dense_support(&self) -> DenseSupport {
+        match &self.dense_refusal {
+            None => DenseSupport::Dense,
+            Some(why) => DenseSupport::Not {
+                model: S::NAME.to_string(),
+                why: why.clone(),
+            },
+        }
+    }
+
+    /// The dense kernels, or why the score does not reach them.
+    pub(crate) fn dense_kernels(&self) -> Result<&DenseKernels, ShardError> {
+        self.dense.as_ref().ok_or_else(|| {
+            ShardError::Unsupported(format!(
+                "{} against many entities at once: {}",
+                S::NAME,
+                self.dense_refusal.as_deref().unwrap_or_default()
+            ))
+        })
     }
 
     /// Sets both tables' learning rates (a schedule); call it on every rank.
@@ -211,7 +228,7 @@ impl<'c, S: ScoringFunction> ShardedModel<'c, S> {
     }
 
     /// The relation table's rows as the scoring kernels read them.
-    pub(super) fn relation_rows(&self) -> DeviceRows {
+    pub(crate) fn relation_rows(&self) -> DeviceRows {
         DeviceRows {
             handle: self.relations.buffers().weights.clone(),
             len: self.relations.rows() * self.relation_dim,
@@ -220,7 +237,7 @@ impl<'c, S: ScoringFunction> ShardedModel<'c, S> {
     }
 
     /// The first relation id outside the table, as an input error.
-    pub(super) fn check_relations(&self, relations: &[u32]) -> Option<InputError> {
+    pub(crate) fn check_relations(&self, relations: &[u32]) -> Option<InputError> {
         let rows = self.spec.relations as u64;
         relations
             .iter()

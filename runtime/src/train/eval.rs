@@ -6,8 +6,10 @@ use std::collections::HashMap;
 use crate::agree::sum_f64;
 use crate::data::{DataError, Dataset, Split, Triple};
 use crate::error::ShardError;
-use crate::model::{Direction, IdLists, RankQueries, ScoringFunction, ShardedModel};
-use crate::train::batches::{share, shared_negatives};
+use crate::id_lists::IdLists;
+use crate::model::{Direction, RankQueries, ScoringFunction, ShardedModel};
+use crate::negatives::shared_negatives;
+use crate::train::batches::share;
 
 /// Filtered ranking metrics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]

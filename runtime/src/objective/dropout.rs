@@ -10,6 +10,31 @@
 
 use crate::init::SplitMix64;
 
+/// Dropout probabilities of the rows a query is built from, each in `[0, 1)` (LibKGE's
+/// per-embedder `dropout`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Dropout {
+    /// Of the head rows (the entity table).
+    pub entity: f32,
+    /// Of the relation rows.
+    pub relation: f32,
+}
+
+impl Dropout {
+    /// Both tables' rows with probability `p`.
+    pub fn both(p: f32) -> Self {
+        Self {
+            entity: p,
+            relation: p,
+        }
+    }
+
+    /// Whether nothing is dropped.
+    pub fn is_none(&self) -> bool {
+        self.entity == 0.0 && self.relation == 0.0
+    }
+}
+
 /// Which table a masked row comes from (part of the mask's key).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DropoutSide {
@@ -35,7 +60,7 @@ pub fn dropout_mask(
 }
 
 /// The masks of a step's query rows: `1/(1 − p)` or `0` per value.
-pub(super) struct Masks {
+pub(crate) struct Masks {
     /// `n × width` values.
     pub values: Vec<f32>,
 }

@@ -5,12 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use rowshard::ShardedModel;
-use rowshard::checkpoint::{self, RunState};
-use rowshard::comm::Communicator;
-use rowshard::model::ScoringFunction;
-
-use super::plan::Plan;
+use crate::checkpoint::{self, RunState};
+use crate::comm::Communicator;
+use crate::model::{ScoringFunction, ShardedModel};
 
 /// The best evaluated model so far, and where its checkpoint lies.
 pub(super) struct Best {
@@ -27,9 +24,16 @@ pub(super) struct Best {
 }
 
 impl Best {
-    /// Chooses the folder (the same on every rank: rank 0's choice is broadcast). A collective.
-    pub fn new(comm: &dyn Communicator, plan: &Plan) -> Result<Self, String> {
-        let (root, temporary) = match &plan.args.checkpoint_dir {
+    /// Chooses the folder — `checkpoint_dir/best`, or a temporary one (the same on every rank:
+    /// rank 0's choice is broadcast) — for `patience` evaluations without a gain of more than
+    /// `min_delta`. A collective.
+    pub fn new(
+        comm: &dyn Communicator,
+        checkpoint_dir: Option<&Path>,
+        patience: usize,
+        min_delta: f64,
+    ) -> Result<Self, String> {
+        let (root, temporary) = match checkpoint_dir {
             Some(dir) => (dir.join("best"), false),
             None => {
                 let mine = std::env::temp_dir().join(format!(
@@ -53,8 +57,8 @@ impl Best {
             temporary,
             best: None,
             since_gain: 0,
-            patience: plan.args.patience,
-            min_delta: plan.args.min_delta,
+            patience,
+            min_delta,
         })
     }
 

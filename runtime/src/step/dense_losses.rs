@@ -1,5 +1,5 @@
 //! The losses of a step that scores queries against candidate rows with the dense kernels
-//! (`all_entities.rs`): per loss, the launches over each block of rows — scores, the loss's
+//! (`all_entities.rs`, `sample.rs`): per loss, the launches over each block of rows — scores, the loss's
 //! gradient, the true entities' corrections from the label lists, the table and query gradients —
 //! and this rank's part of the loss.
 //!
@@ -19,12 +19,13 @@ use rowshard_kernels::dense_set::{
 use rowshard_kernels::kernels::dense::ScoreEpilogue;
 
 use super::candidates::Candidates;
-use super::dense_inputs::HostQueries;
-use super::id_lists::IdLists;
 use super::positives::Positives;
-use super::train::EntityLoss;
 use crate::comm::{Communicator, from_bytes, to_bytes};
 use crate::error::ShardError;
+use crate::id_lists::IdLists;
+use crate::model::HostQueries;
+use crate::objective::host::log_sum_exp;
+use crate::objective::{LabelLoss, SampleLoss};
 
 /// The true entities of every query that lie in one rank's shard, per block of its rows: the
 /// label lists turned into what [`DenseKernels::label_corrections`] reads.
@@ -37,6 +38,20 @@ pub(super) struct BlockLabels {
     excess: Vec<f32>,
 }
 
+impl BlockLabels {
+    /// No labels in any of `blocks`: the true tails are scored apart.
+    pub(super) fn none(blocks: &[Range<usize>]) -> Vec<BlockLabels> {
+        blocks
+            .iter()
+            .map(|_| BlockLabels {
+                rows: Vec::new(),
+                queries: Vec::new(),
+                excess: Vec::new(),
+            })
+            .collect()
+    }
+}
+
 /// Splits every query's true entities (deduplicated) that this rank scores into `blocks` of
 /// candidate rows; `row` maps a global id to its candidate row on this rank (`None`: another
 /// rank's). Each label gets its target excess over `off`: `1 − ε` for binary cross-entropy,
@@ -45,7 +60,7 @@ pub(super) fn block_labels(
     labels: &IdLists,
     row: impl Fn(u32) -> Option<u32>,
     blocks: &[Range<usize>],
-    loss: EntityLoss,
+    loss: LabelLoss,
 ) -> Vec<BlockLabels> {
     let keep = 1.0 - loss.smoothing();
     let (queries, ids) = labels.distinct();
@@ -58,23 +73,14 @@ pub(super) fn block_labels(
         .zip(&ids)
         .filter_map(|(&b, &id)| {
             let excess = match loss {
-                EntityLoss::BinaryCrossEntropy { .. }
-                | EntityLoss::SelfAdversarial { .. }
-                | EntityLoss::Margin { .. } => keep,
-                EntityLoss::SoftmaxCrossEntropy { .. } => keep / counts[b] as f32,
+                LabelLoss::BinaryCrossEntropy { .. } => keep,
+                LabelLoss::SoftmaxCrossEntropy { .. } => keep / counts[b] as f32,
             };
             row(id).map(|r| (r, b as u32, excess))
         })
         .collect();
     mine.sort_unstable_by_key(|&(row, query, _)| (row, query));
-    let mut out: Vec<BlockLabels> = blocks
-        .iter()
-        .map(|_| BlockLabels {
-            rows: Vec::new(),
-            queries: Vec::new(),
-            excess: Vec::new(),
-        })
-        .collect();
+    let mut out = BlockLabels::none(blocks);
     let block_rows = blocks.first().map_or(1, |b| b.len().max(1));
     for (row, query, excess) in mine {
         let block = row as usize / block_rows;
@@ -89,7 +95,7 @@ pub(super) fn block_labels(
 /// Per query, the log-sum-exp of its scores from `(max, Σ exp(s − max))`: this rank's own
 /// (`mine`: each rank scores its own queries against every candidate), or over every rank's
 /// shard, combined in rank order so every rank gets the same values.
-fn log_sum_exp(
+fn combined_log_sum_exp(
     comm: &dyn Communicator,
     local: &[[f64; 3]],
     mine: bool,
@@ -97,13 +103,7 @@ fn log_sum_exp(
     if mine {
         return Ok(local
             .iter()
-            .map(|&[max, sum, _]| {
-                if max == f64::NEG_INFINITY {
-                    max // nothing scored (an empty sample)
-                } else {
-                    max + sum.ln()
-                }
-            })
+            .map(|&[max, sum, _]| log_sum_exp([(max, sum)]))
             .collect());
     }
     let mine: Vec<f64> = local.iter().flat_map(|s| [s[0], s[1]]).collect();
@@ -113,20 +113,7 @@ fn log_sum_exp(
         .map(|p| from_bytes::<f64>(p))
         .collect();
     Ok((0..local.len())
-        .map(|b| {
-            let max = parts
-                .iter()
-                .map(|p| p[2 * b])
-                .fold(f64::NEG_INFINITY, f64::max);
-            if max == f64::NEG_INFINITY {
-                return max; // no rank scored anything (an empty sample)
-            }
-            let sum: f64 = parts
-                .iter()
-                .map(|p| p[2 * b + 1] * (p[2 * b] - max).exp())
-                .sum();
-            max + sum.ln()
-        })
+        .map(|b| log_sum_exp(parts.iter().map(|p| (p[2 * b], p[2 * b + 1]))))
         .collect())
 }
 
@@ -187,21 +174,30 @@ pub(super) struct LossParts {
     pub positive_grads: Vec<f64>,
 }
 
+/// The loss of a dense pass, in the form its step takes.
+pub(super) enum DenseLoss<'p, 'a> {
+    /// The true entities lie among the candidates: their targets are corrected from the labels.
+    Labels(LabelLoss),
+    /// The true tails are scored apart (`positives.rs`), each query against its sample.
+    Apart(SampleLoss, &'p Positives<'a>),
+}
+
 impl CandidateScoring<'_> {
-    /// Runs `loss` over every block; `positives` are the queries' true tails scored apart
-    /// (shared negatives without batch negatives).
-    pub fn run(
-        &self,
-        loss: EntityLoss,
-        positives: Option<&Positives>,
-    ) -> Result<LossParts, ShardError> {
+    /// Runs `loss` over every block.
+    pub fn run(&self, loss: DenseLoss) -> Result<LossParts, ShardError> {
         match loss {
-            EntityLoss::BinaryCrossEntropy { smoothing } => self.bce(smoothing, positives),
-            EntityLoss::SelfAdversarial { temperature } => self.adversarial(temperature, positives),
-            EntityLoss::SoftmaxCrossEntropy { smoothing } => self.softmax(smoothing, positives),
-            EntityLoss::Margin { margin } => {
-                let positives = positives
-                    .expect("margin ranking scores each rank's own queries (checked before)");
+            DenseLoss::Labels(LabelLoss::BinaryCrossEntropy { smoothing }) => {
+                self.bce(smoothing, None)
+            }
+            DenseLoss::Labels(LabelLoss::SoftmaxCrossEntropy { smoothing }) => {
+                self.softmax(smoothing, None)
+            }
+            DenseLoss::Apart(SampleLoss::Logistic, positives) => self.bce(0.0, Some(positives)),
+            DenseLoss::Apart(SampleLoss::Softmax, positives) => self.softmax(0.0, Some(positives)),
+            DenseLoss::Apart(SampleLoss::SelfAdversarial { temperature }, positives) => {
+                self.adversarial(temperature, positives)
+            }
+            DenseLoss::Apart(SampleLoss::Margin { margin }, positives) => {
                 self.margin(margin, positives)
             }
         }
@@ -348,14 +344,14 @@ impl CandidateScoring<'_> {
     fn adversarial(
         &self,
         temperature: f32,
-        positives: Option<&Positives>,
+        positives: &Positives,
     ) -> Result<LossParts, ShardError> {
         let (dense, queries) = (self.dense, self.queries);
         let scale = 1.0 / self.total as f32;
         let scaled: Vec<f32> = self.q.get()?.iter().map(|&x| x * temperature).collect();
         let scaled = dense.upload_queries(&scaled, queries.count);
         let (scores, shard) = self.softmax_pieces(&scaled, false)?;
-        let lse = self.upload_padded(&log_sum_exp(self.comm, &shard, self.local)?);
+        let lse = self.upload_padded(&combined_log_sum_exp(self.comm, &shard, self.local)?);
         let mut sums = Vec::new();
         for (i, (range, out)) in self.blocks.iter().zip(&scores).enumerate() {
             let rows = range.len();
@@ -366,10 +362,9 @@ impl CandidateScoring<'_> {
             sums.push(self.finish(i, range, out, scale));
         }
         let partial = add_sums(dense, 0.0, sums)?;
-        let (positive_loss, positive_grads) = match positives {
-            Some(p) => p.scored(self.q.get()?).logistic(1.0 / self.total as f64),
-            None => Default::default(),
-        };
+        let (positive_loss, positive_grads) = positives
+            .scored(self.q.get()?)
+            .logistic(1.0 / self.total as f64);
         Ok(LossParts {
             partial,
             scale: 1.0 / self.total as f64,
@@ -437,15 +432,14 @@ impl CandidateScoring<'_> {
         let scale = 1.0 / self.total as f32;
         let off = smoothing / self.entities() as f32;
         let (scores, shard) = self.softmax_pieces(queries, positives.is_some())?;
-        let mut lse = log_sum_exp(self.comm, &shard, self.local)?;
+        let mut lse = combined_log_sum_exp(self.comm, &shard, self.local)?;
         let (mut positive_loss, mut positive_grads) = (0.0, Vec::new());
         if let Some(positives) = positives {
             let positives = positives.scored(self.q.get()?);
             // Each query's positives join its sample's log-sum-exp (the positives are
             // scored apart only where each rank scores its own queries).
             for (l, p) in lse.iter_mut().zip(positives.log_sum_exp()) {
-                let top = l.max(p);
-                *l = top + ((*l - top).exp() + (p - top).exp()).ln();
+                *l = log_sum_exp([(*l, 1.0), (p, 1.0)]);
             }
             let (l, g) = positives.softmax(&lse, scale as f64);
             (positive_loss, positive_grads) = (l * scale as f64, g);

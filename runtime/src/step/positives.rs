@@ -7,6 +7,8 @@
 //! has the queries there ([`Positives::scored`]: the softmax reads them with its statistics).
 //! Their part of the loss and gradient: `∂loss/∂s` per positive, then `∂q += g·t` and `∂t = g·q`.
 
+use crate::objective::host::{log_sum_exp, sigmoid, softplus};
+
 /// This rank's queries' positives: each distinct true tail of each query, with its row.
 pub(super) struct Positives<'a> {
     /// Query (position in this rank's batch) of each positive.
@@ -86,15 +88,14 @@ impl<'a> Positives<'a> {
 impl ScoredPositives<'_, '_> {
     /// Per query, `log Σ exp(s)` over its positives (`-∞` for none).
     pub fn log_sum_exp(&self) -> Vec<f64> {
-        let mut max = vec![f64::NEG_INFINITY; self.positives.counts.len()];
+        let mut scores = vec![Vec::new(); self.positives.counts.len()];
         for (&b, &s) in self.positives.queries.iter().zip(&self.scores) {
-            max[b] = max[b].max(s);
+            scores[b].push((s, 1.0));
         }
-        let mut sum = vec![0.0; self.positives.counts.len()];
-        for (&b, &s) in self.positives.queries.iter().zip(&self.scores) {
-            sum[b] += (s - max[b]).exp();
-        }
-        max.iter().zip(&sum).map(|(m, s)| m + s.ln()).collect()
+        scores
+            .iter()
+            .map(|parts| log_sum_exp(parts.iter().copied()))
+            .collect()
     }
 
     /// The softmax cross-entropy's part: with `lse` the log-sum-exp of each query over the
@@ -110,8 +111,7 @@ impl ScoredPositives<'_, '_> {
     pub fn logistic(&self, scale: f64) -> (f64, Vec<f64>) {
         self.each(|_, s, share| {
             let weight = scale * share;
-            let softplus = s.max(0.0) - s + (-s.abs()).exp().ln_1p();
-            (weight * softplus, weight * (1.0 / (1.0 + (-s).exp()) - 1.0))
+            (weight * softplus(-s), weight * (sigmoid(s) - 1.0))
         })
     }
 

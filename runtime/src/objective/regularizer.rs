@@ -1,6 +1,7 @@
 //! Regularisation of the rows a step uses, per table: N3 (Lacroix et al., 2018) and L2 (LibKGE's,
-//! plain or frequency-weighted). Penalties and their gradients are computed on the host from the
-//! rows the step already holds, added to the rows' gradients, and counted in the step's loss.
+//! plain or frequency-weighted) — the penalties and their gradients, computed on the host from
+//! the rows a step already holds; the step adds them to the rows' gradients and counts them in
+//! its loss (`step/regularize.rs`).
 //!
 //! What a step uses: the query heads and, for every query, its true tails — each distinct true
 //! tail of a query once — (entities), and the query relations (relations). Occurrences count: a
@@ -8,8 +9,6 @@
 
 use std::collections::BTreeSet;
 
-use super::scoring::ScoringFunction;
-use super::sharded_model::ShardedModel;
 use crate::agree::sum_f64;
 use crate::comm::{Communicator, from_bytes, to_bytes};
 use crate::error::ShardError;
@@ -44,6 +43,14 @@ impl Regularizer {
     pub fn is_none(&self) -> bool {
         matches!(self, Regularizer::None)
             || matches!(*self, Regularizer::N3 { weight } | Regularizer::L2 { weight, .. } if weight == 0.0)
+    }
+
+    /// Its weight λ, if it has one.
+    pub fn weight(&self) -> Option<f64> {
+        match *self {
+            Regularizer::None => None,
+            Regularizer::N3 { weight } | Regularizer::L2 { weight, .. } => Some(weight),
+        }
     }
 
     /// Whether it is counted per occurrence of a row (else per distinct row).
@@ -174,127 +181,6 @@ pub(crate) fn distinct_rows(
         penalty += reg.row(row, 1, 1.0, &mut grads[start..]);
     }
     penalty
-}
-
-/// The rows a step used, as its regularisers see them (this rank's part).
-pub(super) struct StepRows<'a> {
-    /// The query heads (global ids), one per query.
-    pub heads: &'a [u32],
-    /// Their rows.
-    pub head_rows: &'a [f32],
-    /// Their gradients, added to.
-    pub head_grads: &'a mut [f32],
-    /// The true tails this rank owns, as local rows: one entry per (query, true tail) of the
-    /// global batch.
-    pub tails: &'a [u32],
-    /// The query relations, one per query.
-    pub relations: &'a [u32],
-    /// Their gradients, added to.
-    pub relation_grads: &'a mut [f32],
-}
-
-/// Rows only a penalty touches: entity rows (owned by this rank) and relation rows, with their
-/// gradients, to apply with the step's.
-#[derive(Default)]
-pub(super) struct Extra {
-    /// Entity ids (global).
-    pub ids: Vec<u32>,
-    /// Their gradients.
-    pub grads: Vec<f32>,
-    /// Relation ids.
-    pub relation_ids: Vec<u32>,
-    /// Their gradients.
-    pub relation_grads: Vec<f32>,
-}
-
-impl<S: ScoringFunction> ShardedModel<'_, S> {
-    /// Adds the regularisers' gradients of the rows a step used to `rows`, returns the rows only
-    /// the penalties touch and this rank's part of the penalty. A collective. `queries` is the
-    /// global batch's queries.
-    ///
-    /// Heads are regularised where they were looked up, true tails by their owners (from the
-    /// shard, no lookup), relations where they were used; plain L2 once per distinct row of the
-    /// global batch, on the row's owner (rank 0 for the replicated relations).
-    pub(super) fn regularize(
-        &mut self,
-        rows: StepRows,
-        queries: usize,
-    ) -> Result<(f64, Extra), ShardError> {
-        let reg = self.regularization;
-        let dim = self.spec.settings.dim;
-        let rank = self.comm.rank();
-        let partition = self.entities.partition().clone();
-        let mut extra = Extra::default();
-        let mut penalty = 0.0;
-        if !reg.entities.is_none() {
-            let tail_ids: Vec<u32> = rows
-                .tails
-                .iter()
-                .map(|&l| partition.global(rank, l as usize) as u32)
-                .collect();
-            if reg.entities.per_occurrence() {
-                let tail_rows = self.entities.shard().gather(rows.tails)?;
-                let mut tail_grads = vec![0.0f32; tail_rows.len()];
-                let mut ids = rows.heads.to_vec();
-                ids.extend_from_slice(&tail_ids);
-                let mut values = rows.head_rows.to_vec();
-                values.extend_from_slice(&tail_rows);
-                let mut grads = vec![0.0f32; values.len()];
-                let used = UsedRows {
-                    ids: &ids,
-                    rows: &values,
-                    grads: &mut grads,
-                    width: dim,
-                    segments: S::SEGMENTS,
-                };
-                penalty += per_occurrence(self.comm, &reg.entities, used, queries)?;
-                let (head_part, tail_part) = grads.split_at(rows.heads.len() * dim);
-                for (g, r) in rows.head_grads.iter_mut().zip(head_part) {
-                    *g += r;
-                }
-                tail_grads.copy_from_slice(tail_part);
-                extra.ids = tail_ids;
-                extra.grads = tail_grads;
-            } else {
-                let mut used = rows.heads.to_vec();
-                used.extend_from_slice(&tail_ids);
-                let mine: Vec<u32> = distinct_ids(self.comm, &used)?
-                    .into_iter()
-                    .filter(|&id| partition.locate(id).0 == rank)
-                    .collect();
-                let local: Vec<u32> = mine.iter().map(|&id| partition.locate(id).1).collect();
-                let values = self.entities.shard().gather(&local)?;
-                penalty += distinct_rows(&reg.entities, &values, dim, &mut extra.grads);
-                extra.ids = mine;
-            }
-        }
-        if !reg.relations.is_none() {
-            let width = self.relation_dim;
-            let segments = if width == dim { S::SEGMENTS } else { 1 };
-            if reg.relations.per_occurrence() {
-                let values = self.relations.gather(rows.relations)?;
-                let used = UsedRows {
-                    ids: rows.relations,
-                    rows: &values,
-                    grads: rows.relation_grads,
-                    width,
-                    segments,
-                };
-                penalty += per_occurrence(self.comm, &reg.relations, used, queries)?;
-            } else {
-                // The replicas are equal: rank 0 alone adds the distinct rows' gradients (they
-                // are all-reduced with everyone's).
-                let distinct = distinct_ids(self.comm, rows.relations)?;
-                if rank == 0 {
-                    let values = self.relations.gather(&distinct)?;
-                    penalty +=
-                        distinct_rows(&reg.relations, &values, width, &mut extra.relation_grads);
-                    extra.relation_ids = distinct;
-                }
-            }
-        }
-        Ok((penalty, extra))
-    }
 }
 
 #[cfg(test)]

@@ -1,12 +1,24 @@
-//! `--<hyper-parameter> VALUE` for every hyper-parameter of the optimizer table: the flags are
-//! generated from the table, so a new optimizer row brings its flags with it.
+//! `--<hyper-parameter> VALUE` (and the key of the same name in `[optimizer]`) for every
+//! hyper-parameter of the optimizer table: the flags are generated from the table, so a new
+//! optimizer row brings its flags with it.
 
 use clap::{Arg, ArgMatches, Args, Command, FromArgMatches};
 use rowshard_kernels::TABLE;
+use serde::ser::SerializeMap;
 
-/// The hyper-parameters given on the command line, by table name.
-#[derive(Clone, Debug, Default)]
+/// The hyper-parameters given, by table name (`eps = 1e-10` in `[optimizer]`, `--eps 1e-10`).
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct HyperArgs(pub Vec<(&'static str, f64)>);
+
+impl serde::Serialize for HyperArgs {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, value) in &self.0 {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}
 
 /// Every hyper-parameter name of the table, once, with the optimizers that have it.
 fn names() -> Vec<(&'static str, String, Vec<&'static str>)> {

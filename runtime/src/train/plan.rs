@@ -1,0 +1,105 @@
+//! A run decided before it starts: the model, the training configuration, evaluation and
+//! stopping, checkpoints, and where the ranks run — what [`fit`](super::fit) and
+//! [`run`](super::run) take.
+
+use std::path::PathBuf;
+
+use rowshard_kernels::Backend;
+
+use super::config::TrainConfig;
+use crate::model::ModelSpec;
+
+/// Everything a run is, decided before it starts: what [`fit`] and [`run`](super::run) take.
+/// A recipe is planned into one for a model and a data set
+/// ([`Recipe::plan`](crate::recipe::Recipe::plan)).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// The model to build.
+    pub spec: ModelSpec,
+    /// How to train it.
+    pub config: TrainConfig,
+    /// When to evaluate and when to stop.
+    pub stopping: Stopping,
+    /// Where checkpoints go and come from.
+    pub checkpoints: Checkpoints,
+    /// Whether to evaluate the final model on test (a search's trials do not).
+    pub test: bool,
+    /// Where the ranks run.
+    pub run: RunSettings,
+}
+
+/// Evaluation on valid during training, and early stopping.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Stopping {
+    /// Evaluate every this many epochs (0: only at the end). With evaluations, the final model
+    /// is the best evaluated one.
+    pub eval_every: usize,
+    /// Stop after this many evaluations without a gain in valid MRR of more than `min_delta`
+    /// (0: never).
+    pub patience: usize,
+    /// The smallest gain in valid MRR that counts for `patience`.
+    pub min_delta: f64,
+}
+
+/// Checkpoints of a run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Checkpoints {
+    /// Write one here at every evaluation and at the end.
+    pub dir: Option<PathBuf>,
+    /// Start from this one (a checkpoint folder, or a checkpoint directory: its latest).
+    pub resume: Option<PathBuf>,
+}
+
+/// How the ranks of a run are started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CommKind {
+    /// MPI when started by `mpirun` (and built with the `mpi` feature), threads otherwise.
+    #[default]
+    Auto,
+    /// Threads of this process.
+    Threads,
+    /// The processes of the MPI job.
+    Mpi,
+}
+
+impl CommKind {
+    /// As written on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            CommKind::Auto => "auto",
+            CommKind::Threads => "threads",
+            CommKind::Mpi => "mpi",
+        }
+    }
+
+    /// The kind `Auto` stands for in this process: MPI when `mpirun` started it.
+    pub fn resolved(self) -> CommKind {
+        match self {
+            CommKind::Auto if std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some() => CommKind::Mpi,
+            CommKind::Auto => CommKind::Threads,
+            other => other,
+        }
+    }
+}
+
+/// Where a run's ranks run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunSettings {
+    /// Thread ranks (under MPI, the job's size counts).
+    pub ranks: usize,
+    /// How they are started.
+    pub comm: CommKind,
+    /// The CubeCL runtime.
+    pub runtime: Backend,
+}
+
+impl Default for RunSettings {
+    /// Two thread ranks (or the MPI job's) on the `cpu` runtime.
+    fn default() -> Self {
+        Self {
+            ranks: 2,
+            comm: CommKind::Auto,
+            runtime: Backend::Cpu,
+        }
+    }
+}
