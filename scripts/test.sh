@@ -16,8 +16,6 @@ cargo clippy "${features[@]}" --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc "${features[@]}" --no-deps --quiet
 log=$(mktemp)
 cargo test "${features[@]}" 2>&1 | tee "$log"
-# A user's crate: examples/transh builds and trains a few epochs from `cargo run`.
-cargo run --quiet -p transh-example -- 3
 # One closing line over every test binary (cargo's own last line is the doc-tests' "0 passed").
 awk '/^test result:/ { passed += $4; failed += $6 } END { printf "tests: %d passed, %d failed\n", passed, failed }' "$log"
 rm -f "$log"
