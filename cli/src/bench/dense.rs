@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::results::Table;
 use cubecl::server::Handle;
 use rowshard::init::SplitMix64;
 use rowshard_kernels::dense_set::{DeviceQueries, SoftmaxGradient, TableBlock};
@@ -314,29 +315,32 @@ fn measure(
         .collect())
 }
 
-/// Prints the figures as a table.
-pub fn print(backend: Backend, repeats: usize, figures: &[DenseFigure]) {
-    println!(
-        "\ndense products on the {backend} runtime (median of {repeats}; GFLOP/s count 2·dim \
-         flops per query-row pair and product; compare benches/peers/torch_dense.py; \
-         `queued`: launches per sync, as training queues them, where one takes under 2 ms)"
+/// The figures as a table (the results' `dense-kernels`).
+pub fn table(backend: Backend, repeats: usize, figures: &[DenseFigure]) -> Table {
+    let mut table = Table::measured(
+        "dense-kernels",
+        "Kernels",
+        &format!("Dense products on the {backend} runtime (median of {repeats})"),
+        &[
+            "shape", "queries", "rows", "dim", "dtype", "kernels", "queued", "ms", "GFLOP/s",
+        ],
     );
-    println!(
-        "{:<16} {:>6} {:>6} {:>4} {:<5} {:<56} {:>6} {:>9} {:>9}",
-        "shape", "queries", "rows", "dim", "dtype", "kernels", "queued", "ms", "GFLOP/s"
-    );
+    table.note = "GFLOP/s count 2·dim flops per (query, row) pair and product; compare \
+                  benches/peers/torch_dense.py. `queued`: launches per sync, as training queues \
+                  them, where one takes under 2 ms."
+        .into();
     for f in figures {
-        println!(
-            "{:<16} {:>6} {:>6} {:>4} {:<5} {:<56} {:>6} {:>9.3} {:>9.1}",
-            f.shape.label,
-            f.shape.queries,
-            f.shape.rows,
-            f.shape.dim,
-            f.dtype.name(),
-            f.what,
-            f.queued,
-            f.time.as_secs_f64() * 1e3,
-            f.gflops()
-        );
+        table.rows.push(vec![
+            f.shape.label.to_string(),
+            f.shape.queries.to_string(),
+            f.shape.rows.to_string(),
+            f.shape.dim.to_string(),
+            f.dtype.name().to_string(),
+            f.what.to_string(),
+            f.queued.to_string(),
+            format!("{:.3}", f.time.as_secs_f64() * 1e3),
+            format!("{:.1}", f.gflops()),
+        ]);
     }
+    table
 }

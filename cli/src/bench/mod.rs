@@ -5,6 +5,7 @@ pub mod bandwidth;
 pub mod dense;
 pub mod kernels;
 pub mod link;
+pub mod results;
 pub mod scoring;
 pub mod sharded;
 pub mod stats;
@@ -114,6 +115,10 @@ pub struct BenchArgs {
     /// Lookups only, no updates (inference, or a frozen table): what a read-only cache is for.
     #[arg(long)]
     frozen: bool,
+    /// Record the suite's table in this results file (benches/results.json), replacing the
+    /// table of the same id; docs/benchmarks.md is generated from it.
+    #[arg(long)]
+    record: Option<std::path::PathBuf>,
     /// Emulate a network link of this many Gbit/s (each way, per rank) between the ranks: each
     /// exchange lasts at least its bytes over it. Shows what a cache is worth between hosts.
     #[arg(long, value_parser = parse_positive)]
@@ -182,11 +187,14 @@ pub struct KernelArgs {
         default_value = "table,scoring,dense"
     )]
     parts: Vec<KernelPart>,
+    /// Record the dense products' table in this results file (benches/results.json).
+    #[arg(long)]
+    record: Option<std::path::PathBuf>,
 }
 
 /// Runs `rowshard bench-kernels`.
 pub fn run_kernels(args: KernelArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let (w, repeats, parts) = (args.workload, args.repeats, args.parts);
+    let (w, repeats, parts) = (&args.workload, args.repeats, &args.parts);
     if parts.contains(&KernelPart::Table) {
         let bench = KernelBench {
             backend: w.backend,
@@ -209,7 +217,23 @@ pub fn run_kernels(args: KernelArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     let dense =
         crate::bench::dense::run(w.backend, &crate::bench::dense::SHAPES, &w.dtypes, repeats)?;
-    crate::bench::dense::print(w.backend, repeats, &dense);
+    show(
+        &dense::table(w.backend, repeats, &dense),
+        args.record.as_deref(),
+    )?;
+    Ok(())
+}
+
+/// Prints `table`, and records it in the results file `record` when given.
+fn show(
+    table: &results::Table,
+    record: Option<&std::path::Path>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    table.print();
+    if let Some(path) = record {
+        table.record(path)?;
+        eprintln!("  recorded as `{}` in {}", table.id, path.display());
+    }
     Ok(())
 }
 
@@ -310,7 +334,7 @@ fn bench_negatives(
     args: &BenchArgs,
     registry: &Registry,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    use crate::bench::training::{TrainCase, print, synthetic};
+    use crate::bench::training::{TrainCase, synthetic};
     use rowshard::train::{Mode, Negatives};
     let big = synthetic(args.synthetic_entities, 100, args.synthetic_triples, 7);
     let label = format!("synthetic {}M", args.synthetic_entities as f64 / 1e6);
@@ -357,12 +381,17 @@ fn bench_negatives(
         }
         rounds.push(figures);
     }
-    print(args.workload.backend, &rounds);
-    Ok(())
+    let table = training::table(
+        "negatives-bench",
+        "Shared negatives (1 M entities)",
+        args.workload.backend,
+        &rounds,
+    );
+    show(&table, args.record.as_deref())
 }
 
 fn bench_training(args: &BenchArgs, registry: &Registry) -> Result<(), Box<dyn std::error::Error>> {
-    use crate::bench::training::{TrainCase, print, synthetic};
+    use crate::bench::training::{TrainCase, synthetic};
     use rowshard::train::{Mode, Negatives};
     let umls =
         rowshard::data::Dataset::load(concat!(env!("CARGO_MANIFEST_DIR"), "/../datasets/umls"))?;
@@ -436,6 +465,11 @@ fn bench_training(args: &BenchArgs, registry: &Registry) -> Result<(), Box<dyn s
             case.data, case.mode, case.ranks
         );
     }
-    print(args.workload.backend, &[figures]);
-    Ok(())
+    let table = training::table(
+        "training-suite",
+        "Training throughput",
+        args.workload.backend,
+        &[figures],
+    );
+    show(&table, args.record.as_deref())
 }

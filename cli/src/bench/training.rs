@@ -22,6 +22,8 @@ use rowshard::train::{Mode, Negatives};
 use rowshard::{IdLists, ShardedModel, TrainBatch};
 use rowshard_kernels::{Backend, Optimizer};
 
+use super::results::Table;
+
 /// One measured configuration.
 #[derive(Clone, Debug)]
 pub struct TrainCase {
@@ -211,15 +213,13 @@ pub fn run_model<S: ScoringFunction + ModelDefaults>(
     })
 }
 
-/// Prints the figures of one or more interleaved rounds over the same cases as a table: each
-/// case from its median round (by triples/s). Beside each case against shared negatives, its
+/// The figures of one or more interleaved rounds over the same cases as a table: each case
+/// from its median round (by triples/s). Beside each case against shared negatives, its
 /// triples/s and its positives/s over those of the case with independent negatives on the same
 /// data and ranks in the same round, when there is one (the negatives suite's `negsample(16)`):
-/// the median over the rounds, and their range.
-pub fn print(backend: Backend, rounds: &[Vec<TrainFigure>]) {
-    let Some(first) = rounds.first() else {
-        return;
-    };
+/// the median over the rounds, and their range. `id` and `section` place it in the results.
+pub fn table(id: &str, section: &str, backend: Backend, rounds: &[Vec<TrainFigure>]) -> Table {
+    let first = rounds.first().map_or(&[][..], |r| &r[..]);
     let model = match first.first() {
         Some(f) => match f.case.optimizer {
             Some(optimizer) => format!("{}, {optimizer}", f.case.model),
@@ -227,31 +227,38 @@ pub fn print(backend: Backend, rounds: &[Vec<TrainFigure>]) {
         },
         None => String::new(),
     };
-    println!(
-        "training throughput: {model}, {backend} runtime, thread ranks (median step, after one \
-         warm-up step; {} round{}, each case from its median round)",
-        rounds.len(),
-        if rounds.len() == 1 { "" } else { "s" }
+    let mut table = Table::measured(
+        id,
+        section,
+        &format!(
+            "Training throughput: {model}, {backend} runtime, thread ranks (median step after one \
+             warm-up step; {} round{}, each case from its median round)",
+            rounds.len(),
+            if rounds.len() == 1 { "" } else { "s" }
+        ),
+        &[
+            "data",
+            "mode",
+            "dim",
+            "batch",
+            "ranks",
+            "step ms",
+            "triples/s",
+            "positives/s",
+            "RSS GiB",
+            "triples/s vs negsample",
+            "positives/s vs negsample",
+        ],
     );
-    let modes: Vec<String> = first.iter().map(|f| mode_name(&f.case)).collect();
-    let width = modes.iter().map(|m| m.len()).max().unwrap_or(0).max(14);
-    println!(
-        "{:<22} {:<width$} {:>4} {:>6} {:>6} {:>10} {:>12} {:>12} {:>8}  {:<19}  positives/s vs neg.",
-        "data",
-        "mode",
-        "dim",
-        "batch",
-        "ranks",
-        "step ms",
-        "triples/s",
-        "positives/s",
-        "RSS GiB",
-        "triples/s vs neg."
-    );
+    table.note = "A triple is a true triple trained (1vsAll: its tail query and its reciprocal \
+                  head query; KvsAll: a label); a positive, a true (query, answer) score trained \
+                  against its negatives. The ratios are to the case with independent negatives \
+                  of the same data and ranks, in the same round."
+        .into();
     let rate = |f: &TrainFigure| f.triples_per_step / f.step.as_secs_f64();
     let positive_rate = |f: &TrainFigure| f.positives_per_step / f.step.as_secs_f64();
-    for (i, mode) in modes.iter().enumerate() {
-        let c = &first[i].case;
+    for (i, first_figure) in first.iter().enumerate() {
+        let c = &first_figure.case;
         let mut each: Vec<&TrainFigure> = rounds.iter().map(|r| &r[i]).collect();
         each.sort_by(|a, b| rate(a).total_cmp(&rate(b)));
         let f = each[each.len() / 2];
@@ -277,21 +284,21 @@ pub fn print(backend: Backend, rounds: &[Vec<TrainFigure>]) {
             }
             _ => "–".to_string(),
         };
-        println!(
-            "{:<22} {:<width$} {:>4} {:>6} {:>6} {:>10.2} {:>12.0} {:>12.0} {:>8.2}  {:<19}  {}",
-            c.data,
-            mode,
-            c.dim,
-            c.batch,
-            c.ranks,
-            f.step.as_secs_f64() * 1e3,
-            rate(f),
-            positive_rate(f),
-            f.rss_gib,
+        table.rows.push(vec![
+            c.data.clone(),
+            mode_name(c),
+            c.dim.to_string(),
+            c.batch.to_string(),
+            c.ranks.to_string(),
+            format!("{:.2}", f.step.as_secs_f64() * 1e3),
+            format!("{:.0}", rate(f)),
+            format!("{:.0}", positive_rate(f)),
+            format!("{:.2}", f.rss_gib),
             ratio(&rate),
-            ratio(&positive_rate)
-        );
+            ratio(&positive_rate),
+        ]);
     }
+    table
 }
 
 /// The mode column of a case: `negsample(16)`, `1vsall+shared(256+batch per 256)`, `kvsall`.
