@@ -4,7 +4,7 @@
 # table sharded over two thread ranks of the CubeCL cpu runtime, evaluated with filtered MRR and
 # Hits@k (see the README). Any `rowshard train` flag passes through and overrides the recipe:
 #   bash scripts/main.sh --model distmult --ranks 4
-#   bash scripts/main.sh --dataset ../shared/datasets/fb15k-237
+#   bash scripts/main.sh --dataset path/to/fb15k-237
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

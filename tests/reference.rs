@@ -1,4 +1,4 @@
-//! An independent f64 model of every optimizer, written from the formulas in DESIGN.md (not from
+//! An independent f64 model of every optimizer, written from the formulas in docs/optimizers.md (not from
 //! the kernels). Weights are rounded to their storage dtype after each step, as a table stores
 //! them; per-element states are rounded to their dtype the same way.
 

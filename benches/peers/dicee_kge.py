@@ -18,7 +18,7 @@ BPE file; it is only used for byte-pair-encoded models, so a stub replaces it he
 
 Run (in the peers venv of run.sh):
   OMP_NUM_THREADS=1 ~/.cache/rowshard-peers-venv/bin/python benches/peers/dicee_kge.py \
-      ../shared/datasets/umls --model DistMult --dim 32 --epochs 256 --batch-size 1024 \
+      datasets/umls --model DistMult --dim 32 --epochs 256 --batch-size 1024 \
       --lr 0.1 --scoring KvsAll --seed 1 --threads 1
 """
 import argparse

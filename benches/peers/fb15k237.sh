@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The research-graph workload (DESIGN.md) on FB15k-237, rowshard and its peers in one session,
+# The research-graph workload (docs/benchmarks.md) on FB15k-237, rowshard and its peers in one session,
 # with the same thread count (the machine's cores):
 #   1. torch's f32 matmul at the dense shapes, with and without losses    (torch_dense.py)
 #      beside `rowshard bench-kernels --parts dense`
@@ -13,7 +13,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 venv="${1:-${ROWSHARD_PEERS_VENV:-$HOME/.cache/rowshard-peers-venv}}"
-data="${2:-$root/../shared/datasets/fb15k-237}"
+data="${2:?usage: bash benches/peers/fb15k237.sh VENV_DIR FB15K237_FOLDER}"
 if [[ ! -x "$venv/bin/python" ]]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --upgrade pip

@@ -13,7 +13,7 @@ Prints, per evaluation, a JSON line {"epoch", "train_seconds", "valid": {...}} (
 end), plus each epoch's time and effective GFLOP/s (6 * 2R flops per query-entity pair: scores,
 entity gradient, query gradient).
 
-Run (peers venv): python benches/peers/kbc_n3.py ../shared/datasets/fb15k-237 --threads 2
+Run (peers venv): python benches/peers/kbc_n3.py path/to/fb15k-237 --threads 2
 """
 import argparse
 import json

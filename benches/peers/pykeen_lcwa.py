@@ -7,7 +7,7 @@ ComplEx is BCEWithLogits), Adam, batch 1024, reciprocal relations as PyKEEN crea
 model and the triples factory are built), the LCWA queries per epoch and the effective GFLOP/s
 (6 * 2 * dim flops per query-entity pair).
 
-Run (peers venv): python benches/peers/pykeen_lcwa.py ../shared/datasets/fb15k-237 --threads 2
+Run (peers venv): python benches/peers/pykeen_lcwa.py path/to/fb15k-237 --threads 2
 """
 import argparse
 import json

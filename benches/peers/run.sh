@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Times rowshard's peers on the standard workload (DESIGN.md), on this machine's CPU, each in its
+# Times rowshard's peers on the standard workload (docs/benchmarks.md), on this machine's CPU, each in its
 # best configuration:
 #   - dicee 0.3.3 `RowWiseShardedEmbedding` + its sparse Adam (`_LocalSparseAdam`), gloo, 2 ranks
 #   - torch `nn.Embedding(sparse=True)` + `torch.optim.SparseAdam`, one process

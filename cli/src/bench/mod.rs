@@ -32,7 +32,7 @@ pub enum KernelPart {
     Dense,
 }
 
-/// The standard workload's sizes, dtypes and runtime (DESIGN.md), shared by both benchmarks.
+/// The standard workload's sizes, dtypes and runtime (docs/benchmarks.md), shared by both benchmarks.
 #[derive(Args, Debug)]
 pub struct WorkloadArgs {
     /// CubeCL runtime: cpu, wgpu or cuda.
@@ -55,7 +55,7 @@ pub struct WorkloadArgs {
 /// Which benchmark `rowshard bench` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Suite {
-    /// The standard sharded-table workload (DESIGN.md).
+    /// The standard sharded-table workload (docs/benchmarks.md).
     Table,
     /// Training throughput: UMLS and a synthetic graph of `--synthetic-entities` entities.
     Training,

@@ -1,4 +1,4 @@
-//! The standard workload (DESIGN.md): N rows × D, a global batch of ids split over the ranks,
+//! The standard workload (docs/benchmarks.md): N rows × D, a global batch of ids split over the ranks,
 //! lookup + backward stand-in + fused Adam per step, on thread ranks (or MPI ranks).
 
 use std::time::{Duration, Instant};
