@@ -23,6 +23,10 @@ pub enum Command {
     /// Hits@k); checkpoint it. With no arguments: DistMult on the shipped UMLS, 2 ranks, CPU.
     #[command(args_override_self = true)]
     Train(Box<crate::train::TrainArgs>),
+    /// Search a space of recipe keys for a model's best settings on a data set within a budget:
+    /// quasi-random trials, then successive halving over rungs of more epochs; the search folder
+    /// is a resumable record.
+    Search(Box<crate::search::SearchArgs>),
     /// Write a checkpoint's full entity and relation tables (f32) and vocabularies.
     Export(crate::export::ExportArgs),
     /// Write the prepared (binary) form of a triples folder: `rowshard train --dataset` on it
@@ -31,7 +35,8 @@ pub enum Command {
     /// Draw a synthetic knowledge graph of any size from a planted model with skewed degrees,
     /// as a prepared folder.
     Synth(crate::synth::SynthArgs),
-    /// One fused Adam step on a local table: what it did and how long the JIT took.
+    /// A table sharded over two thread ranks, trained a few steps with routed lookups and fused
+    /// Adam, checked against one rank; how long the JIT took.
     Demo {
         /// CubeCL runtime: cpu, wgpu or cuda.
         #[arg(long, default_value = "cpu", value_parser = parse::<Backend>)]
@@ -49,6 +54,7 @@ pub enum Command {
 pub fn run(cli: Cli, registry: &Registry) -> Result<(), Box<dyn std::error::Error>> {
     match cli.command {
         Command::Train(args) => crate::train::run(*args, registry)?,
+        Command::Search(args) => crate::search::run(*args, registry)?,
         Command::Export(args) => crate::export::run(args, &|name| Ok(registry.find(name)?.export))?,
         Command::Prepare(args) => crate::prepare::run(args)?,
         Command::Synth(args) => crate::synth::run(args)?,

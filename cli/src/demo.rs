@@ -1,4 +1,4 @@
-//! `rowshard demo`, the main job for now: a table sharded over thread ranks, trained for a few
+//! `rowshard demo`: a table sharded over thread ranks, trained for a few
 //! steps with routed lookups and fused Adam updates, checked against one rank, with the JIT time.
 
 use std::time::Instant;

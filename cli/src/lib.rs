@@ -1,5 +1,5 @@
-//! The `rowshard` command as a library: every subcommand — `train`, `export`, `bench`,
-//! `bench-kernels`, `prepare`, `synth`, `demo` — for the models of a [`Registry`], so a crate of
+//! The `rowshard` command as a library: every subcommand — `train`, `search`, `export`,
+//! `bench`, `bench-kernels`, `prepare`, `synth`, `demo` — for the models of a [`Registry`], so a crate of
 //! your own gets the whole command for its models with one call in its `main`:
 //!
 //! ```ignore
@@ -20,6 +20,7 @@ pub mod export;
 mod prepare;
 mod progress;
 mod registry;
+pub mod search;
 mod synth;
 pub mod train;
 

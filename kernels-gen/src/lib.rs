@@ -1,7 +1,9 @@
 //! rowshard's kernel layer: the CubeCL kernels specialised from the one table of optimizers
-//! ([`TABLE`], which lives in `rowshard-table` and is re-exported here) — row gather and fused
-//! gather-gradient-apply —, the kernel set compiled when a table is created, and the generated
-//! kernel source for snapshot tests.
+//! ([`TABLE`], which lives in `rowshard-table` and is re-exported here) — row gather and copy,
+//! fused gather-gradient-apply, and the dense products that score queries against many rows
+//! with their losses fused (KvsAll, 1vsAll, shared negatives, ranking) —, the kernel sets
+//! compiled when a table or a model is created, and the generated kernel source for snapshot
+//! tests.
 
 pub mod dense_set;
 pub mod element;

@@ -89,6 +89,7 @@ pub fn synthetic(entities: usize, relations: usize, triples: usize, seed: u64) -
         valid: Vec::new(),
         test: Vec::new(),
         unseen: Default::default(),
+        unseen_policy: Default::default(),
     }
 }
 

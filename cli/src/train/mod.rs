@@ -57,7 +57,8 @@ pub fn run(args: TrainArgs, registry: &Registry) -> Result<(), Box<dyn std::erro
     let began = Instant::now();
     let recipe = args.recipe()?;
     let entry = registry.find(model_name(&recipe))?;
-    let data = Dataset::load(dataset_folder(recipe.data.dataset.as_deref()))?;
+    let folder = dataset_folder(recipe.data.dataset.as_deref());
+    let data = Dataset::load_with(folder, recipe.evaluation.unseen.unwrap_or_default())?;
     let plan = entry.plan(&recipe, &data)?;
     let bars = recipe.run.progress;
     let report = entry.run(&data, &plan, &move |start| {

@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use rowshard::data::Dataset;
+use rowshard::data::{Dataset, UnseenPolicy};
 use rowshard::train::{
     EpochReport, Evaluation, Event, FitReport, Mode, Plan, Progress, Start, stream_buffer_bytes,
 };
@@ -204,15 +204,19 @@ impl Progress for Report<'_> {
     }
 }
 
-/// `; left out …` when valid or test triples were left out for unseen entities or relations.
+/// What was done with valid and test triples whose entities or relations training never saw.
 fn unseen_note(data: &Dataset) -> String {
     let u = data.unseen;
-    if u.valid + u.test == 0 {
-        String::new()
-    } else {
-        format!(
+    match data.unseen_policy {
+        _ if u.valid + u.test == 0 => String::new(),
+        UnseenPolicy::Drop => format!(
             "; left out {} valid and {} test triples with entities or relations unseen in training",
             u.valid, u.test
-        )
+        ),
+        UnseenPolicy::Count => format!(
+            "; ranking {} valid and {} test triples with entities or relations unseen in \
+             training against untrained rows (--unseen count)",
+            u.valid, u.test
+        ),
     }
 }

@@ -7,9 +7,9 @@
 //!   memory; its hot rows and their states are cached in lines on the device, updated there by
 //!   the fused kernels and written back when evicted or by `write_back_all`/`drop_all`.
 //!
-//! The cache uses a set-associative [`Directory`]: 32 ways per set, each set covering
-//! `round(32 / ratio)` consecutive rows, least-frequently-used replacement with bounded
-//! counters, a valid and a modified bit per line; deterministic.
+//! The cache uses a set-associative [`Directory`]: 32 ways per set, one set for every
+//! `round(32 / ratio)` rows and a row's set a hash of its id, least-frequently-used replacement
+//! with bounded counters, a valid and a modified bit per line; deterministic.
 
 mod directory;
 mod read_only;

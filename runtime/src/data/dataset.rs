@@ -39,9 +39,8 @@ impl Split {
     }
 }
 
-/// Valid or test triples left out because training never saw one of their entities or
-/// relations.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Valid or test triples with an entity or relation training never saw.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Unseen {
     /// In `valid.txt`.
     pub valid: usize,
@@ -66,8 +65,11 @@ pub struct Dataset {
     pub valid: Vec<Triple>,
     /// Test triples over known entities and relations.
     pub test: Vec<Triple>,
-    /// Valid and test triples left out.
+    /// Valid and test triples with an entity or relation unseen in training: left out, or
+    /// kept ([`Dataset::unseen_policy`]).
     pub unseen: Unseen,
+    /// What was done with them.
+    pub unseen_policy: UnseenPolicy,
 }
 
 /// A digest of a data set's vocabularies (entity names, then relation names), to tell

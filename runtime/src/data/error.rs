@@ -54,6 +54,12 @@ pub enum DataError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A prepared folder asked to keep triples with unseen entities.
+    #[error(
+        "{0} is a prepared folder: its vocabulary is the training split's, so it can only drop \
+         valid and test triples with unseen entities (--unseen drop); use the text folder"
+    )]
+    UnseenInPrepared(PathBuf),
     /// Reading failed.
     #[error("{file}: {error}")]
     Io {

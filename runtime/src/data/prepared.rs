@@ -14,7 +14,7 @@ use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
 
 use super::binary::{TripleFile, TripleWriter};
-use super::dataset::{Dataset, Split, Unseen, vocabulary_digest};
+use super::dataset::{Dataset, Split, Unseen, UnseenPolicy, vocabulary_digest};
 use super::error::DataError;
 use super::text::each_line;
 
@@ -82,6 +82,7 @@ pub fn load(folder: &Path) -> Result<Dataset, DataError> {
         valid,
         test,
         unseen: Unseen::default(),
+        unseen_policy: UnseenPolicy::Drop,
     })
 }
 

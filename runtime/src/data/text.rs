@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use super::dataset::{Dataset, Split, Unseen};
+use super::dataset::{Dataset, Split, Unseen, UnseenPolicy};
 use super::error::DataError;
 use super::triple::Triple;
 
@@ -75,30 +75,47 @@ fn read_split(folder: &Path, split: Split) -> Result<Vec<Named>, DataError> {
     Ok(out)
 }
 
-/// Reads `folder/{train,valid,test}.txt`: the vocabularies from the training split, in sorted
-/// order; valid and test triples with an entity or relation training never saw left out and
-/// counted.
-pub(super) fn load(folder: &Path) -> Result<Dataset, DataError> {
+/// Reads `folder/{train,valid,test}.txt`: the vocabularies in sorted order — of the training
+/// split, valid and test triples with an entity or relation training never saw left out
+/// ([`UnseenPolicy::Drop`]), or of every split, every triple kept ([`UnseenPolicy::Count`]); the
+/// triples with an unseen entity or relation are counted either way.
+pub(super) fn load(folder: &Path, unseen: UnseenPolicy) -> Result<Dataset, DataError> {
     let train = read_split(folder, Split::Train)?;
     let valid = read_split(folder, Split::Valid)?;
     let test = read_split(folder, Split::Test)?;
     if train.is_empty() {
         return Err(DataError::Empty(folder.join(Split::Train.file_name())));
     }
-    let entity_set: BTreeSet<&str> = train
-        .iter()
-        .flat_map(|(h, _, t)| [h.as_str(), t.as_str()])
-        .collect();
-    let relation_set: BTreeSet<&str> = train.iter().map(|(_, r, _)| r.as_str()).collect();
+    let names = |splits: &[&[Named]]| {
+        let (mut entities, mut relations) = (BTreeSet::new(), BTreeSet::new());
+        for (h, r, t) in splits.iter().flat_map(|split| split.iter()) {
+            entities.extend([h.clone(), t.clone()]);
+            relations.insert(r.clone());
+        }
+        (entities, relations)
+    };
+    let (seen_entities, seen_relations) = names(&[&train]);
+    let (entity_set, relation_set) = match unseen {
+        UnseenPolicy::Drop => (seen_entities.clone(), seen_relations.clone()),
+        UnseenPolicy::Count => names(&[&train, &valid, &test]),
+    };
+    let seen = |(h, r, t): &Named| {
+        seen_entities.contains(h) && seen_entities.contains(t) && seen_relations.contains(r)
+    };
+    let count_unseen = |split: &[Named]| split.iter().filter(|t| !seen(t)).count();
+    let unseen_counts = Unseen {
+        valid: count_unseen(&valid),
+        test: count_unseen(&test),
+    };
     let entities: BTreeMap<&str, u32> = entity_set
         .iter()
         .enumerate()
-        .map(|(i, &e)| (e, i as u32))
+        .map(|(i, e)| (e.as_str(), i as u32))
         .collect();
     let relations: BTreeMap<&str, u32> = relation_set
         .iter()
         .enumerate()
-        .map(|(i, &r)| (r, i as u32))
+        .map(|(i, r)| (r.as_str(), i as u32))
         .collect();
     let ids = |(h, r, t): &Named| -> Option<Triple> {
         Some([
@@ -107,28 +124,17 @@ pub(super) fn load(folder: &Path) -> Result<Dataset, DataError> {
             *entities.get(t.as_str())?,
         ])
     };
-    let known = |split: &[Named]| -> (Vec<Triple>, usize) {
-        let kept: Vec<Triple> = split.iter().filter_map(ids).collect();
-        let dropped = split.len() - kept.len();
-        (kept, dropped)
-    };
-    let (valid_ids, valid_unseen) = known(&valid);
-    let (test_ids, test_unseen) = known(&test);
+    let known = |split: &[Named]| -> Vec<Triple> { split.iter().filter_map(ids).collect() };
     Ok(Dataset {
         folder: folder.to_path_buf(),
         stream: None,
-        train: train
-            .iter()
-            .map(|t| ids(t).expect("built from train"))
-            .collect(),
-        valid: valid_ids,
-        test: test_ids,
-        unseen: Unseen {
-            valid: valid_unseen,
-            test: test_unseen,
-        },
-        entities: entity_set.into_iter().map(String::from).collect(),
-        relations: relation_set.into_iter().map(String::from).collect(),
+        train: known(&train),
+        valid: known(&valid),
+        test: known(&test),
+        unseen: unseen_counts,
+        unseen_policy: unseen,
+        entities: entity_set.into_iter().collect(),
+        relations: relation_set.into_iter().collect(),
     })
 }
 
@@ -164,6 +170,14 @@ mod tests {
         assert_eq!(d.train, vec![[1, 1, 0], [0, 0, 2]]);
         assert_eq!(d.valid, vec![[0, 1, 1]]);
         assert!(d.test.is_empty());
+        assert_eq!(d.unseen, Unseen { valid: 1, test: 1 });
+        // Kept: every split's names get ids; the unseen triples are ranked like the others.
+        let d = Dataset::load_with(&dir, UnseenPolicy::Count).unwrap();
+        assert_eq!(d.entities, ["a", "b", "c", "z"]);
+        assert_eq!(d.relations, ["r1", "r2", "r9"]);
+        assert_eq!(d.train, vec![[1, 1, 0], [0, 0, 2]]);
+        assert_eq!(d.valid, vec![[0, 1, 1], [3, 0, 0]]);
+        assert_eq!(d.test, vec![[2, 2, 0]]);
         assert_eq!(d.unseen, Unseen { valid: 1, test: 1 });
         std::fs::remove_dir_all(dir).unwrap();
     }

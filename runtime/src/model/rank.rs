@@ -45,8 +45,9 @@ pub struct RankQueries<'a> {
 impl<S: ScoringFunction> ShardedModel<'_, S> {
     /// The filtered rank of each of this rank's queries among all entities. A collective.
     ///
-    /// Scores every query against this rank's shard at once: keep the global number of queries
-    /// per call such that `queries × shard rows` floats fit in memory.
+    /// Scores every query against this rank's shard at once. Where the dense kernels count them
+    /// ([`ShardedModel::counts_on_device`]) no score is stored; otherwise keep the global number
+    /// of queries per call such that `queries × shard rows` floats fit in memory.
     pub fn rank(&self, q: &RankQueries) -> Result<Vec<f64>, ShardError> {
         let n = q.anchors.len();
         let entities = self.spec.entities as u64;

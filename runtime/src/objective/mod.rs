@@ -1,6 +1,7 @@
 //! What a training step optimises: one [`Objective`] — the [`Loss`], label smoothing, the
 //! regularisers of the rows a step uses and dropout on the rows a query is built from — checked
-//! once ([`Objective::check`]), then read by every step.
+//! once ([`Objective::check`]), then read by every step; and the training [`Mode`] (which
+//! queries an epoch makes, and what they are scored against).
 //!
 //! Which losses suit which candidates (every entity, a shared sample, a triple's corruptions) is
 //! decided where the kind of step is chosen (`step/kind.rs`), from the objective and the model;

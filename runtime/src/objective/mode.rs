@@ -8,11 +8,11 @@ use crate::data::Dataset;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Mode {
     /// Every distinct `(h, r)` against every entity, with all its true tails; reciprocal
-    /// relations (needs a score linear in the tail).
+    /// relations (needs a score the dense kernels take: linear in the tail, or a squared distance).
     KvsAll,
     /// Every training triple `(h, r, t)` and its reciprocal against every entity, each with its
-    /// one true tail (Lacroix et al., 2018); reciprocal relations (needs a score linear in the
-    /// tail).
+    /// one true tail (Lacroix et al., 2018); reciprocal relations (needs a score the dense
+    /// kernels take).
     OneVsAll,
     /// Each training triple and `neg_ratio` corruptions of it (head or tail, uniform).
     NegSample {

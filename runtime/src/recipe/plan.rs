@@ -194,6 +194,7 @@ impl Recipe {
                 },
             },
             stream_block: data_stream_block(self) as usize,
+            train_fraction: self.data.train_fraction.map_or(1.0, |f| f.0),
         };
         let dense = match crate::model::dense_form::<S>(settings.dim) {
             Ok(_) => DenseSupport::Dense,
@@ -217,7 +218,7 @@ impl Recipe {
                 dir: run.checkpoint_dir.clone(),
                 resume: run.resume.clone(),
             },
-            test: true,
+            test: e.test.unwrap_or(true),
             run: RunSettings {
                 ranks: run.ranks.map_or(defaults::RANKS, |c| c.0) as usize,
                 comm: run.comm.unwrap_or_default(),

@@ -10,7 +10,7 @@ use rowshard_kernels::{Backend, DType};
 use serde::Serialize;
 
 use super::hyper::HyperArgs;
-use super::values::{Count, Fraction, NonNegative, Positive, parse, serialize_text};
+use super::values::{Count, Fraction, NonNegative, Positive, Share, parse, serialize_text};
 use crate::data::UnseenPolicy;
 use crate::model::InitScheme;
 use crate::negatives::Negatives;
@@ -34,6 +34,11 @@ pub struct DataKeys {
     #[arg(long, value_parser = parse::<Count>)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stream_block: Option<Count>,
+    /// The fraction of the training triples trained on, in (0, 1]: a sample drawn from the seed
+    /// (a search's early rungs train on such subsets) [default: 1].
+    #[arg(long, value_parser = parse::<Share>)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub train_fraction: Option<Share>,
 }
 
 /// `[model]`: the model and its tables.
@@ -80,8 +85,8 @@ pub struct ModelKeys {
 pub struct ObjectiveKeys {
     /// Training mode: kvsall (every (head, relation) against every entity, with all its true
     /// tails), 1vsall (every triple and its reciprocal against every entity), negsample (each
-    /// triple and --neg-ratio corruptions of its head or tail) [default: kvsall for scores the
-    /// dense kernels take, else negsample].
+    /// triple and --neg-ratio corruptions of its head or tail) [default: kvsall for scores linear
+    /// in the tail, else negsample].
     #[arg(long, value_parser = parse::<Mode>)]
     #[serde(
         serialize_with = "serialize_text",
@@ -265,6 +270,10 @@ pub struct EvaluationKeys {
     #[arg(long, value_parser = parse::<NonNegative>)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_delta: Option<NonNegative>,
+    /// Evaluate the final model on test (a search's trials do not) [default: true].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub test: Option<bool>,
 }
 
 /// `[run]`: where and how the ranks run, the seed, checkpoints and records.

@@ -63,9 +63,21 @@ pub struct Positive(pub f64);
 pub struct NonNegative(pub f64);
 
 /// A number in `[0, 1)`: label smoothing, dropout.
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+pub struct Fraction(pub f32);
+
+impl serde::Serialize for Fraction {
+    /// As the shortest decimal of the `f32` (0.1, not 0.10000000149011612).
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let decimal: f64 = self.0.to_string().parse().unwrap_or(self.0 as f64);
+        serializer.serialize_f64(decimal)
+    }
+}
+
+/// A share in `(0, 1]`.
 #[derive(Clone, Copy, Debug, PartialEq, PartialOrd, serde::Serialize)]
 #[serde(transparent)]
-pub struct Fraction(pub f32);
+pub struct Share(pub f64);
 
 /// A whole number ≥ 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -93,6 +105,15 @@ impl Text for NonNegative {
 impl Text for Fraction {
     fn parse(s: &str) -> Result<Self, String> {
         number(s, |v: f32| (0.0..1.0).contains(&v), "in [0, 1)").map(Fraction)
+    }
+    fn text(&self) -> String {
+        self.0.to_string()
+    }
+}
+
+impl Text for Share {
+    fn parse(s: &str) -> Result<Self, String> {
+        number(s, |v: f64| v > 0.0 && v <= 1.0, "in (0, 1]").map(Share)
     }
     fn text(&self) -> String {
         self.0.to_string()

@@ -129,8 +129,8 @@ impl TrainBatch<'_> {
 /// What a step did, over all ranks.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StepReport {
-    /// The loss over the global batch: the mean binary cross-entropy over every score, or the
-    /// mean softmax cross-entropy over the queries.
+    /// The loss over the global batch (the objective's, as its step kind means it), the
+    /// regularisers' penalty included.
     pub loss: f64,
     /// Triples (or KvsAll queries) in the global batch.
     pub examples: u64,

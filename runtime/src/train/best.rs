@@ -1,7 +1,7 @@
 //! Keeping the best evaluated model, and early stopping: after every evaluation on valid, a model
-//! better than the best so far (by more than `--min-delta` in MRR) is checkpointed; after
-//! `--patience` evaluations without such a gain, training stops. At the end the best checkpoint
-//! is loaded back, so the final metrics are the best model's.
+//! better than the best so far in MRR is checkpointed; after `--patience` evaluations without a
+//! gain of more than `--min-delta`, training stops. At the end the best checkpoint is loaded
+//! back, so the final metrics are the best model's.
 
 use std::path::{Path, PathBuf};
 

@@ -58,6 +58,10 @@ pub struct TrainConfig {
     /// blocks in a shuffled order and shuffles each, so a rank holds one block (12 bytes a
     /// triple, and its queries) at a time.
     pub stream_block: usize,
+    /// The fraction of the training triples trained on, in `(0, 1]`: below 1, a sample drawn from
+    /// the seed, the same every epoch (a search's early rungs train on such subsets, as GraSH
+    /// does); evaluation's filters still know every triple.
+    pub train_fraction: f64,
 }
 
 impl Default for TrainConfig {
@@ -74,6 +78,7 @@ impl Default for TrainConfig {
             eval_batch: 512,
             eval_protocol: Protocol::Full,
             stream_block: 1 << 20,
+            train_fraction: 1.0,
         }
     }
 }

@@ -170,6 +170,8 @@ pub fn fit<S: ScoringFunction>(
             tables_bytes: tables,
             stream_buffer_bytes: stream_buffer,
         },
+        unseen_policy: data.unseen_policy,
+        unseen: data.unseen,
     };
     progress.finished(&report);
     Ok(report)

@@ -3,7 +3,7 @@
 
 use super::eval::Metrics;
 use crate::checkpoint::CheckpointError;
-use crate::data::DataError;
+use crate::data::{DataError, Unseen, UnseenPolicy};
 use crate::error::ShardError;
 
 /// What one epoch did.
@@ -75,6 +75,11 @@ pub struct FitReport {
     pub evaluations: Vec<Evaluation>,
     /// What training cost.
     pub train: TrainFigures,
+    /// What evaluation did with valid and test triples whose entity or relation training never
+    /// saw: `drop` (left out) or `count` (ranked like the others).
+    pub unseen_policy: UnseenPolicy,
+    /// How many there were.
+    pub unseen: Unseen,
 }
 
 /// Why a run failed.

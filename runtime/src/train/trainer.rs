@@ -24,6 +24,9 @@ pub struct Trainer<'d> {
     queries: Option<QuerySet>,
     /// Draws each step's shared negatives.
     sampler: Option<SharedSampler>,
+    /// The training triples trained on when they are a sample of the split
+    /// ([`TrainConfig::train_fraction`]).
+    sample: Option<Vec<Triple>>,
     /// Base learning rates the schedule scales.
     base_lr: Option<(f64, f64)>,
     /// Epochs finished.
@@ -52,6 +55,18 @@ impl Examples<'_> {
     }
 }
 
+/// The training triples of a trainer on `fraction` of `triples`: a sample drawn from the seed,
+/// in the split's order.
+fn sample(triples: &[Triple], fraction: f64, seed: u64) -> Vec<Triple> {
+    let keep = ((triples.len() as f64 * fraction).ceil() as usize).clamp(1, triples.len().max(1));
+    let mut picked: Vec<u32> = shuffled(triples.len(), seed ^ 0x7361_6d70_6c65, 0)
+        .into_iter()
+        .take(keep)
+        .collect();
+    picked.sort_unstable();
+    picked.iter().map(|&i| triples[i as usize]).collect()
+}
+
 /// Mixes a block's number into the seed of its shuffle (block 0: the seed itself, so that an
 /// epoch of one block is the in-memory epoch).
 fn block_seed(seed: u64, block: usize) -> u64 {
@@ -61,12 +76,28 @@ fn block_seed(seed: u64, block: usize) -> u64 {
 impl<'d> Trainer<'d> {
     /// A trainer at epoch 0. KvsAll groups every `(h, r)` of the training split, so it reads a
     /// prepared folder's triples into memory here; 1vsAll and negative sampling stream them.
+    /// With a training fraction below 1, it trains on a sample of the split drawn from the
+    /// seed, held in memory.
     pub fn new(data: &'d Dataset, config: TrainConfig) -> Result<Self, DataError> {
         let relations = data.relations.len() as u32;
-        let queries = match (config.mode, &data.stream) {
-            (Mode::KvsAll, None) => Some(QuerySet::kvsall(&data.train, relations)),
-            (Mode::KvsAll, Some(file)) => Some(QuerySet::kvsall(&file.read_all()?, relations)),
-            (Mode::OneVsAll, None) => Some(QuerySet::one_vs_all(&data.train, relations)),
+        let sample = (config.train_fraction < 1.0)
+            .then(|| -> Result<Vec<Triple>, DataError> {
+                let all = match &data.stream {
+                    Some(file) => file.read_all()?,
+                    None => data.train.clone(),
+                };
+                Ok(sample(&all, config.train_fraction, config.seed))
+            })
+            .transpose()?;
+        let in_memory = sample
+            .as_deref()
+            .or(data.stream.is_none().then_some(&data.train[..]));
+        let queries = match (config.mode, in_memory, &data.stream) {
+            (Mode::KvsAll, Some(triples), _) => Some(QuerySet::kvsall(triples, relations)),
+            (Mode::KvsAll, None, Some(file)) => {
+                Some(QuerySet::kvsall(&file.read_all()?, relations))
+            }
+            (Mode::OneVsAll, Some(triples), _) => Some(QuerySet::one_vs_all(triples, relations)),
             _ => None,
         };
         let sampler = SharedSampler::new(data, config.negatives, config.seed)?;
@@ -75,6 +106,7 @@ impl<'d> Trainer<'d> {
             config,
             queries,
             sampler,
+            sample,
             base_lr: None,
             epochs_done: 0,
         })
@@ -87,7 +119,28 @@ impl<'d> Trainer<'d> {
 
     /// Whether the epochs read their triples from disk a block at a time.
     fn streamed(&self) -> bool {
-        self.queries.is_none() && self.data.stream.is_some()
+        self.queries.is_none() && self.sample.is_none() && self.data.stream.is_some()
+    }
+
+    /// Training triples trained on: the split's, or its sample's.
+    fn train_len(&self) -> usize {
+        self.sample.as_ref().map_or(self.data.train_len(), Vec::len)
+    }
+
+    /// The training triples at positions `range` (of the sample, if any), into `out`.
+    fn read_train(
+        &self,
+        range: std::ops::Range<usize>,
+        out: &mut Vec<Triple>,
+    ) -> Result<(), DataError> {
+        match &self.sample {
+            Some(sample) => {
+                out.clear();
+                out.extend_from_slice(&sample[range]);
+                Ok(())
+            }
+            None => self.data.read_train(range, out),
+        }
     }
 
     /// Training examples per block of `triples` triples: 1vsAll has a query per triple and its
@@ -101,7 +154,7 @@ impl<'d> Trainer<'d> {
 
     /// The epoch's blocks of training triples, as ranges of the split (one when in memory).
     fn blocks(&self) -> Vec<std::ops::Range<usize>> {
-        let n = self.data.train_len();
+        let n = self.train_len();
         let block = if self.streamed() {
             self.config.stream_block.max(1)
         } else {
@@ -114,7 +167,7 @@ impl<'d> Trainer<'d> {
     pub fn examples_per_epoch(&self) -> usize {
         match &self.queries {
             Some(set) => set.len(),
-            None => self.examples_of(self.data.train_len()),
+            None => self.examples_of(self.train_len()),
         }
     }
 
@@ -169,7 +222,7 @@ impl<'d> Trainer<'d> {
             let of_block = match (&self.queries, c.mode) {
                 (Some(set), _) => Examples::Queries(set),
                 (None, Mode::NegSample { neg_ratio }) => {
-                    self.data.read_train(block.clone(), &mut triples)?;
+                    self.read_train(block.clone(), &mut triples)?;
                     Examples::Triples {
                         triples: &triples,
                         first: block.start,
@@ -177,7 +230,7 @@ impl<'d> Trainer<'d> {
                     }
                 }
                 (None, mode) => {
-                    self.data.read_train(block.clone(), &mut triples)?;
+                    self.read_train(block.clone(), &mut triples)?;
                     let relations = self.data.relations.len() as u32;
                     let set = match mode {
                         Mode::KvsAll => QuerySet::kvsall(&triples, relations),

@@ -1,5 +1,6 @@
-//! TransH trained by the library's `fit`, with a recipe built in code instead of a command line:
-//! the same loop, evaluation, early stopping and best-model restore as `rowshard train`.
+//! TransH trained by the library, with a recipe built in code instead of a command line:
+//! `train::run` starts the ranks and runs `fit` on each — the same loop, evaluation, early
+//! stopping and best-model restore as `rowshard train`.
 //!
 //! Usage: `cargo run --release --bin transh-fit -- [DATASET_FOLDER]`.
 
