@@ -45,6 +45,9 @@ pub struct SearchArgs {
     /// with the same folder resumes.
     #[arg(long)]
     pub out: PathBuf,
+    /// The recipe the trials start from, in place of the space's `base`.
+    #[arg(long)]
+    pub base: Option<PathBuf>,
     /// Then train the best recipe to the end and evaluate it on test.
     #[arg(long = "final")]
     pub final_run: bool,
@@ -118,7 +121,11 @@ fn rungs(epochs: usize, settings: &space::Settings, subset: bool) -> Vec<Rung> {
 /// Runs `rowshard search` for a model of `registry`.
 pub fn run(args: SearchArgs, registry: &Registry) -> Result<(), Box<dyn std::error::Error>> {
     let space = Space::from_file(&args.space)?;
-    let mut base = space.base.overlay(&args.recipe);
+    let base = match &args.base {
+        Some(path) => Recipe::from_file(path)?,
+        None => space.base.clone(),
+    };
+    let mut base = base.overlay(&args.recipe);
     let final_metrics = base.run.metrics_json.take();
     base.run.checkpoint_dir = None;
     base.run.resume = None;

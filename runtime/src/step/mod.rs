@@ -237,7 +237,7 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 sample::with_labels(self, heads, relations, labels, sample, loss)
             }
             (
-                StepKind::SampleApart(loss),
+                StepKind::SampleApart(loss) | StepKind::PerPair(loss),
                 B::SharedNegatives {
                     heads,
                     relations,
@@ -248,21 +248,12 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
                 },
             ) => {
                 let sample = shared(negatives, chunk, false);
-                sample::apart(self, heads, relations, labels, sample, loss)
-            }
-            (
-                StepKind::PerPair(loss),
-                B::SharedNegatives {
-                    heads,
-                    relations,
-                    labels,
-                    negatives,
-                    chunk,
-                    batch_negatives: false,
-                },
-            ) => {
-                let sample = shared(negatives, chunk, false);
-                per_pair::step(self, heads, relations, labels, sample, loss)
+                match kind {
+                    StepKind::SampleApart(_) => {
+                        sample::apart(self, heads, relations, labels, sample, loss)
+                    }
+                    _ => per_pair::step(self, heads, relations, labels, sample, loss),
+                }
             }
             (kind, batch) => Err(ShardError::Unsupported(format!(
                 "a step chosen as {kind:?} cannot train a batch scored against {:?}",

@@ -9,7 +9,7 @@ use rowshard_kernels::Backend;
 use super::config::TrainConfig;
 use crate::model::ModelSpec;
 
-/// Everything a run is, decided before it starts: what [`fit`] and [`run`](super::run) take.
+/// Everything a run is, decided before it starts: what [`fit`](super::fit) and [`run`](super::run) take.
 /// A recipe is planned into one for a model and a data set
 /// ([`Recipe::plan`](crate::recipe::Recipe::plan)).
 #[derive(Clone, Debug, PartialEq)]
