@@ -189,10 +189,18 @@ pub fn run(args: SearchArgs, registry: &Registry) -> Result<(), Box<dyn std::err
         describe(args.budget),
         args.out.display(),
     );
+    if !ledger.records.is_empty() {
+        eprintln!(
+            "  resuming: {} trials already ended ({:.0} s); a trial cut short runs again",
+            ledger.records.len(),
+            ledger.seconds()
+        );
+    }
     let trials_dir = args.out.join("trials");
-    let run_trial = |ledger: &mut Ledger, trial: usize, rung: usize| -> Result<(), String> {
+    // Runs a trial that has not ended yet; says whether it ran.
+    let run_trial = |ledger: &mut Ledger, trial: usize, rung: usize| -> Result<bool, String> {
         if ledger.find(trial, rung).is_some() {
-            return Ok(());
+            return Ok(false);
         }
         let settings = settings_of(trial);
         let mut recipe = Space::apply(&base, &settings)?;
@@ -216,15 +224,16 @@ pub fn run(args: SearchArgs, registry: &Registry) -> Result<(), Box<dyn std::err
         }
         .run(&program, &trials_dir);
         ledger.push(record)?;
-        Ok(())
+        Ok(true)
     };
     // The first rung's size: given, or from what the base recipe's first trial cost.
     let first_trials = match (args.budget, header.trials) {
         (_, Some(n)) => n,
         (Budget::Trials(n), None) => n,
         (Budget::Time(seconds), None) => {
-            run_trial(&mut ledger, 0, 0)?;
-            report(&ledger, 0, 0, None, &rungs);
+            if run_trial(&mut ledger, 0, 0)? {
+                report(&ledger, 0, 0, None, &rungs);
+            }
             let cost = ledger.find(0, 0).map_or(1.0, |r| r.seconds.max(1.0));
             let rung_costs: f64 = rungs
                 .iter()
@@ -274,8 +283,9 @@ pub fn run(args: SearchArgs, registry: &Registry) -> Result<(), Box<dyn std::err
                 stopped = true;
                 break;
             }
-            run_trial(&mut ledger, trial, rung)?;
-            report(&ledger, trial, rung, Some((i + 1, in_rung.len())), &rungs);
+            if run_trial(&mut ledger, trial, rung)? {
+                report(&ledger, trial, rung, Some((i + 1, in_rung.len())), &rungs);
+            }
         }
         if stopped {
             break;
