@@ -448,9 +448,36 @@ fn candidates(shared: Option<Shared>, labels: &IdLists, b: usize) -> Vec<u32> {
     own
 }
 
+thread_local! {
+    /// Whether this thread's checks train on [`reciprocal_batch`].
+    static RECIPROCAL_PAIRS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `checks` (the shared-negatives checks of this suite) on a 1vsAll batch of reciprocal
+/// pairs ([`reciprocal_batch`]) instead of [`softmax_batch`]'s: what a step that merges each
+/// triple's two queries computes must be the host's step too.
+pub fn with_reciprocal_pairs<R>(checks: impl FnOnce() -> R) -> R {
+    RECIPROCAL_PAIRS.with(|p| p.set(true));
+    let out = checks();
+    RECIPROCAL_PAIRS.with(|p| p.set(false));
+    out
+}
+
+/// Three triples' 1vsAll queries, each followed by its reciprocal — `(h, r, t)` then
+/// `(t, r', h)` — as an epoch of shared negatives orders them: a head that is the true tail of
+/// two pairs, and a self-loop.
+fn reciprocal_batch() -> ([u32; 6], [u32; 6], IdLists) {
+    let labels = IdLists::from_lists(&[vec![4], vec![0], vec![4], vec![13], vec![19], vec![19]]);
+    ([0, 4, 13, 4, 19, 19], [1, 2, 0, 2, 1, 0], labels)
+}
+
 /// The global batch of the softmax and self-adversarial steps: heads, relations and true tails
-/// (with a repeat, a self-loop and a tail shared by two queries).
+/// (with a repeat, a self-loop and a tail shared by two queries), or [`reciprocal_batch`]'s
+/// inside [`with_reciprocal_pairs`].
 fn softmax_batch() -> ([u32; 6], [u32; 6], IdLists) {
+    if RECIPROCAL_PAIRS.with(|p| p.get()) {
+        return reciprocal_batch();
+    }
     let labels = IdLists::from_lists(&[
         vec![2, 3],
         vec![5],

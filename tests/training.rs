@@ -25,6 +25,7 @@ use rowshard_tests::model_suite::{
     check_adversarial_step, check_chunked_batch_step, check_chunked_steps, check_kvsall_step,
     check_logistic_step, check_margin_step, check_shared_negatives_dropout_step,
     check_shared_negatives_step, check_softmax_step, check_triples_step, sgd_spec,
+    with_reciprocal_pairs,
 };
 use rowshard_tests::scores;
 
@@ -144,6 +145,49 @@ fn a_softmax_step_with_n3_and_dropout_is_the_host_step_on_every_rank_count() {
     check_softmax_step::<ComplEx>(Backend::Cpu, scores::complex, 0.05, (0.3, 0.3));
     // LibKGE's ComplEx setting: a rate per side, the relation's much higher.
     check_softmax_step::<ComplEx>(Backend::Cpu, scores::complex, 0.05, (0.05, 0.44));
+}
+
+/// A 1vsAll batch of reciprocal pairs, whose two queries of a triple the step merges (one
+/// lookup of their rows, one gradient row each): every loss against shared negatives, with N3
+/// and dropout, on 1, 2, 3 and 7 ranks (2 splits a pair: that rank's queries are not merged).
+#[test]
+fn a_step_of_merged_reciprocal_pairs_is_the_host_step_on_every_rank_count() {
+    let negatives = [1, 1, 6, 10, 16, 19];
+    with_reciprocal_pairs(|| {
+        check_shared_negatives_step::<ComplEx>(
+            Backend::Cpu,
+            scores::complex,
+            0.05,
+            &negatives,
+            false,
+        );
+        check_shared_negatives_step::<DistMult>(
+            Backend::Cpu,
+            scores::distmult,
+            0.0,
+            &negatives,
+            false,
+        );
+        check_shared_negatives_dropout_step::<ComplEx>(
+            Backend::Cpu,
+            scores::complex,
+            &negatives,
+            (0.3, 0.2),
+        );
+        check_logistic_step::<ComplEx>(Backend::Cpu, scores::complex, &negatives);
+        check_adversarial_step::<ComplEx>(Backend::Cpu, scores::complex, &negatives, 2.0);
+        check_margin_step::<DistMult>(Backend::Cpu, scores::distmult, &negatives, 0.05);
+        let lists: [&[u32]; 3] = [&[1, 1, 6], &[10, 16, 19, 2], &[0, 5, 6]];
+        check_chunked_steps::<ComplEx>(Backend::Cpu, scores::complex, &lists, 2);
+        // Squared distances score through augmented rows: their pairs are not merged.
+        check_shared_negatives_step::<RotatESq>(
+            Backend::Cpu,
+            scores::rotate_sq,
+            0.0,
+            &negatives,
+            false,
+        );
+    });
 }
 
 #[test]

@@ -92,6 +92,10 @@ impl DenseFigure {
     }
 }
 
+/// The figure of a 1vsAll step's products: softmax scores, the gradient made in the query
+/// gradient, and the table gradient (3 products).
+pub const SOFTMAX_STEP: &str = "1vsAll step: softmax gradient made in the query gradient";
+
 /// One figure to time: what it is, how many products it counts, and the launches.
 type Case<'a> = (&'static str, usize, Box<dyn Fn() + 'a>);
 
@@ -262,7 +266,7 @@ fn measure(
             }),
         ));
         cases.push((
-            "1vsAll step: softmax gradient made in the query gradient",
+            SOFTMAX_STEP,
             3,
             Box::new(|| {
                 scores(ScoreEpilogue::SoftmaxStats, &softmax_stats);

@@ -71,6 +71,15 @@ pub struct BenchArgs {
     /// What to measure.
     #[arg(long, value_enum, default_value_t = Suite::Table)]
     suite: Suite,
+    /// PyTorch-BigGraph's edges per second on the same graph, from its own timing line
+    /// (`benches/peers/negatives.sh` measures it just before): the negatives suite's table gives
+    /// each case's triples/s over it.
+    #[arg(long)]
+    pbg_edges_per_s: Option<f64>,
+    /// Only these cases of the negatives suite, by their mode column, comma-separated (e.g.
+    /// `negsample(16),1vsall+shared(256)`) [default: every case].
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
     /// Entities of the synthetic graph (training suite).
     #[arg(long, default_value_t = 1_000_000)]
     synthetic_entities: usize,
@@ -367,6 +376,14 @@ fn bench_negatives(
             case(Mode::OneVsAll, uniform(0, true).in_chunks(256), 2048),
         ]);
     }
+    if !args.only.is_empty() {
+        cases.retain(|c| args.only.contains(&training::mode_name(c)));
+        if cases.is_empty() {
+            return Err(
+                format!("--only {} names no case of the suite", args.only.join(",")).into(),
+            );
+        }
+    }
     // Rounds over every case, interleaved, so that a slow spell of the machine hits a shared
     // case and the independent one it is compared with alike.
     let mut rounds = Vec::new();
@@ -381,13 +398,58 @@ fn bench_negatives(
         }
         rounds.push(figures);
     }
-    let table = training::table(
+    // The same products alone, for each shape a case scores (its global batch against its
+    // sample), measured after the steps in the same run.
+    let mut rates: Vec<((usize, usize), f64)> = Vec::new();
+    let mut products = Vec::with_capacity(cases.len());
+    for case in &cases {
+        let rows = match (training::product_flops(case), case.negatives) {
+            (Some(_), Negatives::Shared { uniform, .. }) => uniform,
+            _ => {
+                products.push(None);
+                continue;
+            }
+        };
+        let key = (case.batch, rows);
+        let rate = match rates.iter().find(|(k, _)| *k == key) {
+            Some(&(_, rate)) => rate,
+            None => {
+                let shape = dense::DenseShape {
+                    label: "a step's products",
+                    queries: case.batch,
+                    rows,
+                    dim: case.dim,
+                };
+                let figures = dense::run(args.workload.backend, &[shape], &[DType::F32], 5)?;
+                let rate = figures
+                    .iter()
+                    .find(|f| f.what == dense::SOFTMAX_STEP)
+                    .map_or(f64::NAN, |f| f.gflops());
+                eprintln!("  measured the products of {} × {rows} alone", case.batch);
+                rates.push((key, rate));
+                rate
+            }
+        };
+        products.push(Some(rate));
+    }
+    let table = training::table_with_products(
         "negatives-bench",
         "Shared negatives (1 M entities)",
         args.workload.backend,
         &rounds,
+        &products,
     );
-    show(&table, args.record.as_deref())
+    let table = match args.pbg_edges_per_s {
+        Some(pbg) => training::beside_pbg(table, &rounds, pbg),
+        None => table,
+    };
+    show(&table, args.record.as_deref())?;
+    let split = training::split_table(
+        "negatives-split",
+        "Shared negatives (1 M entities)",
+        &rounds,
+    );
+    show(&split, args.record.as_deref())
 }
 
 fn bench_training(args: &BenchArgs, registry: &Registry) -> Result<(), Box<dyn std::error::Error>> {

@@ -17,6 +17,7 @@ use rowshard::init::SplitMix64;
 use rowshard::model::{ModelDefaults, ModelSpec, ScoringFunction};
 use rowshard::negatives::{NegativeBatch, SharedSampler};
 use rowshard::objective::{Loss, Objective};
+use rowshard::step::StepPhase;
 use rowshard::train::batches::{QuerySet, batches, epoch_order, share, shuffled};
 use rowshard::train::{Mode, Negatives};
 use rowshard::{IdLists, ShardedModel, TrainBatch};
@@ -60,6 +61,8 @@ pub struct TrainFigure {
     pub positives_per_step: f64,
     /// Resident memory at the end, GiB.
     pub rss_gib: f64,
+    /// Rank 0's mean milliseconds per timed step in each phase ([`StepPhase::ALL`] order).
+    pub split_ms: Vec<f64>,
 }
 
 /// A random graph of `entities` entities and `relations` relations with `triples` training
@@ -193,17 +196,25 @@ pub fn run_model<S: ScoringFunction + ModelDefaults>(
             }
             if step > 0 {
                 times.push(start.elapsed());
+            } else {
+                model.reset_timings();
             }
         }
+        let timings = model.step_timings();
+        let split: Vec<f64> = StepPhase::ALL
+            .iter()
+            .map(|&p| timings.get(p).as_secs_f64() * 1e3 / timings.steps().max(1) as f64)
+            .collect();
         times.sort();
         let per_step = |n: usize| n as f64 / case.steps as f64;
         Ok((
             times[times.len() / 2],
             per_step(triples),
             per_step(positives),
+            split,
         ))
     });
-    let (step, triples_per_step, positives_per_step) =
+    let (step, triples_per_step, positives_per_step, split_ms) =
         results.into_iter().next().expect("rank 0")?;
     Ok(TrainFigure {
         case: case.clone(),
@@ -211,7 +222,60 @@ pub fn run_model<S: ScoringFunction + ModelDefaults>(
         triples_per_step,
         positives_per_step,
         rss_gib: super::sharded::resident_gib(),
+        split_ms,
     })
+}
+
+/// FLOPs of a step's dense products where `c` scores every query against one shared sample
+/// without batch negatives: the scores, `∂Q` and `∂W`, `2 · dim` each per (query, sampled
+/// entity) pair. `None` for any other case.
+pub fn product_flops(c: &TrainCase) -> Option<f64> {
+    match c.negatives {
+        Negatives::Shared {
+            uniform,
+            batch: false,
+            chunk: 0,
+            ..
+        } => Some(3.0 * 2.0 * (c.dim * c.batch * uniform) as f64),
+        _ => None,
+    }
+}
+
+/// The figures of one or more interleaved rounds as a table (see [`table`]), with each case's
+/// effective GFLOP/s ([`product_flops`] over its step time) beside `products`: the rate of the
+/// same products alone (one launch chain over the global batch, measured in the same run), per
+/// case; their ratio is the roofline ratio.
+pub fn table_with_products(
+    id: &str,
+    section: &str,
+    backend: Backend,
+    rounds: &[Vec<TrainFigure>],
+    products: &[Option<f64>],
+) -> Table {
+    let mut t = table(id, section, backend, rounds);
+    t.columns
+        .extend(["step GFLOP/s", "products GFLOP/s", "roofline ratio"].map(String::from));
+    t.note.push_str(
+        " Step GFLOP/s: the step's dense products (scores, ∂Q, ∂W: 2·dim flops per query and \
+         sampled entity each) over its median time; products GFLOP/s: the same products alone \
+         (`bench-kernels`' 1vsAll step for the global batch's shape), measured in the same run; \
+         the roofline ratio is the first over the second.",
+    );
+    for (i, (row, rate)) in t.rows.iter_mut().zip(products).enumerate() {
+        let f = median_figure(rounds, i);
+        match (product_flops(&f.case), rate) {
+            (Some(flops), Some(rate)) => {
+                let step = flops / f.step.as_secs_f64() / 1e9;
+                row.extend([
+                    format!("{step:.1}"),
+                    format!("{rate:.1}"),
+                    format!("{:.2}", step / rate),
+                ]);
+            }
+            _ => row.extend(["–", "–", "–"].map(String::from)),
+        }
+    }
+    t
 }
 
 /// The figures of one or more interleaved rounds over the same cases as a table: each case
@@ -260,9 +324,7 @@ pub fn table(id: &str, section: &str, backend: Backend, rounds: &[Vec<TrainFigur
     let positive_rate = |f: &TrainFigure| f.positives_per_step / f.step.as_secs_f64();
     for (i, first_figure) in first.iter().enumerate() {
         let c = &first_figure.case;
-        let mut each: Vec<&TrainFigure> = rounds.iter().map(|r| &r[i]).collect();
-        each.sort_by(|a, b| rate(a).total_cmp(&rate(b)));
-        let f = each[each.len() / 2];
+        let f = median_figure(rounds, i);
         let independent = first.iter().position(|g| {
             matches!(g.case.mode, Mode::NegSample { .. })
                 && g.case.data == c.data
@@ -302,8 +364,38 @@ pub fn table(id: &str, section: &str, backend: Backend, rounds: &[Vec<TrainFigur
     table
 }
 
+/// `table` (of `rounds`) with each case's triples/s over PyTorch-BigGraph's `pbg` edges/s on the
+/// same graph (its own timing line, measured in the same session), and PyTorch-BigGraph as a peer.
+pub fn beside_pbg(mut table: Table, rounds: &[Vec<TrainFigure>], pbg: f64) -> Table {
+    table.columns.push("vs PyTorch-BigGraph".into());
+    for (i, row) in table.rows.iter_mut().enumerate() {
+        let f = median_figure(rounds, i);
+        let rate = f.triples_per_step / f.step.as_secs_f64();
+        row.push(format!("{:.2}×", rate / pbg));
+    }
+    table.peers.push(super::results::Peer {
+        name: "PyTorch-BigGraph 1.0.0, 2 Hogwild workers, 256 uniform negatives per chunk of \
+               1,000 edges, ComplEx dim 128, row-wise AdaGrad, softmax loss"
+            .into(),
+        figure: format!(
+            "{:.1} k edges/s (its own timing line of one epoch)",
+            pbg / 1e3
+        ),
+        command: "bash benches/peers/negatives.sh".into(),
+    });
+    table
+}
+
+/// Case `i`'s figure from its median round, by triples/s.
+fn median_figure(rounds: &[Vec<TrainFigure>], i: usize) -> &TrainFigure {
+    let rate = |f: &TrainFigure| f.triples_per_step / f.step.as_secs_f64();
+    let mut each: Vec<&TrainFigure> = rounds.iter().map(|r| &r[i]).collect();
+    each.sort_by(|a, b| rate(a).total_cmp(&rate(b)));
+    each[each.len() / 2]
+}
+
 /// The mode column of a case: `negsample(16)`, `1vsall+shared(256+batch per 256)`, `kvsall`.
-fn mode_name(c: &TrainCase) -> String {
+pub fn mode_name(c: &TrainCase) -> String {
     match (c.mode, c.negatives) {
         (Mode::NegSample { neg_ratio }, _) => format!("negsample({neg_ratio})"),
         (
@@ -328,4 +420,34 @@ fn mode_name(c: &TrainCase) -> String {
         }
         (other, Negatives::All) => other.name().to_string(),
     }
+}
+
+/// Where rank 0's steps spent their time, by phase (mean milliseconds per step), for each case
+/// of the median round of `rounds`.
+pub fn split_table(id: &str, section: &str, rounds: &[Vec<TrainFigure>]) -> Table {
+    let mut columns = vec!["mode", "batch", "ranks", "step ms"];
+    columns.extend(StepPhase::ALL.iter().map(|p| p.name()));
+    let mut table = Table::measured(
+        id,
+        section,
+        "Where a step's time goes: rank 0's mean milliseconds per step in each phase (a phase \
+         ends when its results are on the host, so waits on the runtime's workers count where \
+         they end)",
+        &columns,
+    );
+    let Some(middle) = rounds.get(rounds.len() / 2) else {
+        return table;
+    };
+    for f in middle {
+        let c = &f.case;
+        let mut row = vec![
+            mode_name(c),
+            c.batch.to_string(),
+            c.ranks.to_string(),
+            format!("{:.2}", f.split_ms.iter().sum::<f64>()),
+        ];
+        row.extend(f.split_ms.iter().map(|ms| format!("{ms:.2}")));
+        table.rows.push(row);
+    }
+    table
 }

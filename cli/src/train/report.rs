@@ -31,8 +31,8 @@ impl<'a> Report<'a> {
         let (plan, data) = (start.plan, start.data);
         let s = &plan.spec.settings;
         eprintln!(
-            "rowshard train: {} on {} ({} entities, {} relations; {} / {} / {} triples{}), {} \
-             ranks, {} {}, dim {}, {} lr {}{}, {:?}",
+            "rowshard train: {} on {} ({} entities, {} relations; {} / {} / {} triples{}), {}, \
+             {} {}, dim {}, {} lr {}{}, {:?}",
             start.model,
             data.folder.display(),
             data.entities.len(),
@@ -41,7 +41,12 @@ impl<'a> Report<'a> {
             data.valid.len(),
             data.test.len(),
             unseen_note(data),
-            start.world,
+            match plan.run.ranks_note {
+                Some(note) if start.world == plan.run.ranks => {
+                    format!("{} ranks ({note}; --ranks to choose)", start.world)
+                }
+                _ => format!("{} ranks", start.world),
+            },
             plan.run.runtime,
             s.dtype,
             s.dim,

@@ -84,15 +84,28 @@ impl DenseKernels {
     /// The query gradient read back from a [`DenseKernels::query_grad_buffer`] (its
     /// [`DenseKernels::query_grad_len`] values) as a row per query, `count × dim`.
     pub fn query_grad_rows(&self, transposed: &[f32], queries: &DeviceQueries) -> Vec<f32> {
+        let mut out = vec![0.0f32; queries.count * self.dim];
+        self.query_grad_rows_into(transposed, queries, &mut out);
+        out
+    }
+
+    /// [`DenseKernels::query_grad_rows`] into `out` (`count × dim` values), a panel at a time:
+    /// each panel's `dim × panel` values are read in order and written a row per query.
+    pub fn query_grad_rows_into(
+        &self,
+        transposed: &[f32],
+        queries: &DeviceQueries,
+        out: &mut [f32],
+    ) {
         let (dim, panel) = (self.dim, queries.panel);
-        let mut out = vec![0.0f32; queries.count * dim];
-        for (b, row) in out.chunks_exact_mut(dim).enumerate() {
-            let (p, j) = (b / panel, b % panel);
-            for (k, x) in row.iter_mut().enumerate() {
-                *x = transposed[(p * dim + k) * panel + j];
+        for (p, rows) in out.chunks_mut(panel * dim).enumerate() {
+            let source = &transposed[p * dim * panel..(p + 1) * dim * panel];
+            for (k, column) in source.chunks_exact(panel).enumerate() {
+                for (row, &x) in rows.chunks_exact_mut(dim).zip(column) {
+                    row[k] = x;
+                }
             }
         }
-        out
     }
 
     /// Enqueues [`dense_query_grad()`]: `block`'s contribution to the gradient of `queries`,

@@ -12,6 +12,7 @@ use crate::comm::Communicator;
 use crate::error::{InputError, ShardError};
 use crate::objective::Objective;
 use crate::sharded::{ShardedTable, ShardedTableSpec};
+use crate::step::{StepClock, StepPhase, StepTimings};
 
 /// A knowledge-graph-embedding model whose entity table is row-sharded over the ranks of a
 /// communicator and whose relation table is replicated on each; `S` is its scoring function.
@@ -33,6 +34,9 @@ pub struct ShardedModel<'c, S: ScoringFunction> {
     pub(crate) relation_dim: usize,
     /// What a training step optimises.
     objective: Objective,
+    /// Where the steps' time goes, by phase.
+    pub(crate) step_timings: StepTimings,
+    pub(crate) step_clock: StepClock,
 }
 
 /// Whether a model's score reaches the dense kernels (as it is, or with augmented rows), which
@@ -125,6 +129,8 @@ impl<'c, S: ScoringFunction> ShardedModel<'c, S> {
             dense_refusal: None,
             relation_dim: rdim,
             objective: Objective::default(),
+            step_timings: StepTimings::default(),
+            step_clock: StepClock::start(),
         };
         model.entities.set_seed(spec.seed as u32);
         match dense_form::<S>(dim) {
@@ -146,6 +152,22 @@ impl<'c, S: ScoringFunction> ShardedModel<'c, S> {
     /// The communicator.
     pub fn comm(&self) -> &'c dyn Communicator {
         self.comm
+    }
+
+    /// Where this rank's training steps spent their time, by phase.
+    pub fn step_timings(&self) -> &StepTimings {
+        &self.step_timings
+    }
+
+    /// Resets [`ShardedModel::step_timings`] and the entity table's timings.
+    pub fn reset_timings(&mut self) {
+        self.step_timings = StepTimings::default();
+        self.entities.reset_timings();
+    }
+
+    /// Charges the time since the last lap of the step to `phase`.
+    pub(crate) fn lap(&self, phase: StepPhase) {
+        self.step_clock.lap(&self.step_timings, phase);
     }
 
     /// The sharded entity table.

@@ -27,8 +27,6 @@ pub mod defaults {
     pub const MARGIN: f64 = 1.0;
     /// Training triples per streamed block.
     pub const STREAM_BLOCK: u32 = 1 << 20;
-    /// Thread ranks.
-    pub const RANKS: u32 = 2;
     /// The seed.
     pub const SEED: u64 = 1;
     /// Global queries per ranking call.
@@ -196,7 +194,9 @@ impl Recipe {
             stream_block: data_stream_block(self) as usize,
             train_fraction: self.data.train_fraction.map_or(1.0, |f| f.0),
         };
-        let dense = match crate::model::dense_form::<S>(settings.dim) {
+        let form = crate::model::dense_form::<S>(settings.dim);
+        let tail_linear = matches!(form, Ok(None));
+        let dense = match form {
             Ok(_) => DenseSupport::Dense,
             Err(why) => DenseSupport::Not {
                 model: name.to_string(),
@@ -205,6 +205,13 @@ impl Recipe {
         };
         StepKind::choose(config.candidates(), &objective, &dense)
             .map_err(|err| self.objective_error(err, mode, shared))?;
+        let runtime = run.runtime.unwrap_or(Backend::Cpu);
+        let (ranks, ranks_note) = match run.ranks {
+            Some(count) => (count.0 as usize, None),
+            None => {
+                RunSettings::default_ranks(mode, config.negatives, tail_linear, runtime, cores())
+            }
+        };
         Ok(Plan {
             spec: ModelSpec {
                 entities: data.entities.len(),
@@ -220,9 +227,10 @@ impl Recipe {
             },
             test: e.test.unwrap_or(true),
             run: RunSettings {
-                ranks: run.ranks.map_or(defaults::RANKS, |c| c.0) as usize,
+                ranks,
                 comm: run.comm.unwrap_or_default(),
-                runtime: run.runtime.unwrap_or(Backend::Cpu),
+                runtime,
+                ranks_note,
             },
         })
     }
@@ -266,4 +274,9 @@ fn data_stream_block(recipe: &Recipe) -> u32 {
         .data
         .stream_block
         .map_or(defaults::STREAM_BLOCK, |c| c.0)
+}
+
+/// The cores this process may run on.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }

@@ -281,7 +281,8 @@ pub struct EvaluationKeys {
 #[serde(rename_all = "kebab-case")]
 #[command(next_help_heading = "Run")]
 pub struct RunKeys {
-    /// Ranks: thread ranks of this process (under MPI, the job's size counts) [default: 2].
+    /// Ranks: thread ranks of this process (under MPI, the job's size counts) [default: 2; 1
+    /// for 1vsAll against one shared sample on at most 2 cores, which trains faster on one].
     #[arg(long, value_parser = parse::<Count>)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ranks: Option<Count>,

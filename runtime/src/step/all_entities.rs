@@ -22,6 +22,7 @@ use super::batch::{gather_labels, place};
 use super::candidates::{CandidateGradient, Scored, candidates};
 use super::dense_losses::{CandidateScoring, DenseLoss, LossParts, block_labels, blocks};
 use super::query_side::{finish_entity_step, queries_of, query_inputs};
+use super::timings::StepPhase;
 use crate::comm::all_gather_values;
 use crate::error::ShardError;
 use crate::id_lists::IdLists;
@@ -117,10 +118,12 @@ pub(super) fn step<S: ScoringFunction>(
         total,
         local: false,
         width,
+        lap: &|phase| model.lap(phase),
     }
     .run(DenseLoss::Labels(loss))?;
     let mut dq = dense.read_query_grad(dq, &queries)?;
     model.comm.all_reduce_sum(&mut dq)?;
+    model.lap(StepPhase::Gradients);
     let dq = &mut dq[offset * width..(offset + n) * width];
     // Augmented rows' gradients fold back to the rows' (`augmented.rs`).
     let fold = |grads: Vec<f32>, rows: &[f32]| match model.augmented {
@@ -140,7 +143,11 @@ pub(super) fn step<S: ScoringFunction>(
         Some(ids) => {
             let read = dense.read(dw.clone(), count * width)?;
             let grads = fold(read, candidates.plain.as_deref().unwrap_or_default());
-            CandidateGradient::Host { ids, grads }
+            CandidateGradient::Host {
+                ids,
+                grads,
+                at_heads: None,
+            }
         }
     };
     finish_entity_step(

@@ -163,5 +163,8 @@ pub(super) enum CandidateGradient<'a> {
         ids: Vec<u32>,
         /// Their gradients, a row each.
         grads: Vec<f32>,
+        /// Gradients of the step's head rows as true tails of their partner queries (merged
+        /// 1vsAll pairs, `pairs.rs`), a row per query, added to the heads' own.
+        at_heads: Option<Vec<f32>>,
     },
 }

@@ -20,6 +20,7 @@ use rowshard_kernels::kernels::dense::ScoreEpilogue;
 
 use super::candidates::Candidates;
 use super::positives::Positives;
+use super::timings::StepPhase;
 use crate::comm::{Communicator, from_bytes, to_bytes};
 use crate::error::ShardError;
 use crate::id_lists::IdLists;
@@ -163,6 +164,8 @@ pub(super) struct CandidateScoring<'a> {
     pub local: bool,
     /// The dense kernels' row width.
     pub width: usize,
+    /// Ends a phase of the step's time split.
+    pub lap: &'a dyn Fn(StepPhase),
 }
 
 /// A rank's part of a step's loss: `partial` (before the mean's `scale`) plus `positive_loss`
@@ -432,6 +435,7 @@ impl CandidateScoring<'_> {
         let scale = 1.0 / self.total as f32;
         let off = smoothing / self.entities() as f32;
         let (scores, shard) = self.softmax_pieces(queries, positives.is_some())?;
+        (self.lap)(StepPhase::Scores);
         let mut lse = combined_log_sum_exp(self.comm, &shard, self.local)?;
         let (mut positive_loss, mut positive_grads) = (0.0, Vec::new());
         if let Some(positives) = positives {
@@ -450,6 +454,7 @@ impl CandidateScoring<'_> {
             partial += lse.iter().sum::<f64>();
         }
         partial -= off as f64 * shard.iter().map(|s| s[2]).sum::<f64>();
+        (self.lap)(StepPhase::Host);
         let lse = self.upload_padded(&lse);
         let softmax = SoftmaxGradient {
             lse: &lse,

@@ -25,15 +25,19 @@ mod batch;
 mod candidates;
 mod dense_losses;
 mod kind;
+mod pairs;
 mod per_pair;
 mod positives;
 mod query_side;
 mod regularize;
 mod relations;
 mod sample;
+mod timings;
 mod triples;
 
 pub use kind::{Candidates, StepKind};
+pub(crate) use timings::StepClock;
+pub use timings::{StepPhase, StepTimings};
 
 use crate::error::InputError;
 use crate::error::ShardError;
@@ -171,6 +175,18 @@ impl<S: ScoringFunction> ShardedModel<'_, S> {
     /// model, its objective and this kind of batch (an epoch chooses once); a batch of another
     /// kind is refused.
     pub fn train_step_as(
+        &mut self,
+        kind: StepKind,
+        batch: &TrainBatch,
+    ) -> Result<StepReport, ShardError> {
+        self.step_clock.restart();
+        let report = self.train_step_dispatch(kind, batch);
+        self.lap(StepPhase::Host);
+        self.step_timings.count_step();
+        report
+    }
+
+    fn train_step_dispatch(
         &mut self,
         kind: StepKind,
         batch: &TrainBatch,

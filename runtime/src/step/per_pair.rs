@@ -147,6 +147,7 @@ pub(super) fn step<S: ScoringFunction>(
     let candidates = CandidateGradient::Host {
         ids: tail_ids,
         grads: tail_grads,
+        at_heads: None,
     };
     let penalty = apply_query_gradients(
         model,

@@ -15,8 +15,10 @@ pub(super) struct Positives<'a> {
     queries: Vec<usize>,
     /// Its entity.
     ids: Vec<u32>,
-    /// Its row, as looked up.
+    /// The rows, as looked up: each positive's in turn, or where [`Positives::at`] says.
     rows: &'a [f32],
+    /// Which row of `rows` each positive's is (`None`: the positive's own position).
+    at: Option<Vec<usize>>,
     /// Positives of each query.
     counts: Vec<usize>,
     dim: usize,
@@ -41,9 +43,23 @@ impl<'a> Positives<'a> {
             queries,
             ids,
             rows,
+            at: None,
             counts,
             dim,
         }
+    }
+
+    /// These positives with their rows at `at` (a row of `rows` each) instead of one after
+    /// another: the merged 1vsAll pairs' true tails, which are their partners' heads.
+    pub fn at(mut self, at: Vec<usize>) -> Self {
+        self.at = Some(at);
+        self
+    }
+
+    /// Positive `p`'s row.
+    fn row(&self, p: usize) -> &[f32] {
+        let i = self.at.as_ref().map_or(p, |at| at[p]);
+        &self.rows[i * self.dim..(i + 1) * self.dim]
     }
 
     /// Scores each positive against its query in `q` (the `n` queries, `dim` wide).
@@ -54,7 +70,7 @@ impl<'a> Positives<'a> {
             .iter()
             .enumerate()
             .map(|(p, &b)| {
-                let t = &self.rows[p * dim..(p + 1) * dim];
+                let t = self.row(p);
                 let q = &q[b * dim..(b + 1) * dim];
                 q.iter().zip(t).map(|(&x, &y)| x as f64 * y as f64).sum()
             })
@@ -71,10 +87,7 @@ impl<'a> Positives<'a> {
         let dim = self.dim;
         let mut dt = Vec::with_capacity(self.ids.len() * dim);
         for (p, (&b, &g)) in self.queries.iter().zip(grads).enumerate() {
-            let t = &self.rows[p * dim..(p + 1) * dim];
-            for (d, &x) in dq[b * dim..(b + 1) * dim].iter_mut().zip(t) {
-                *d += (g * x as f64) as f32;
-            }
+            self.add_to_query(p, b, g, dq);
             dt.extend(
                 q[b * dim..(b + 1) * dim]
                     .iter()
@@ -83,19 +96,47 @@ impl<'a> Positives<'a> {
         }
         (self.ids.clone(), dt)
     }
+
+    /// [`Positives::backward`] for positives whose rows lie at [`Positives::at`]: each one's
+    /// gradient `g·q` is added to row `at[p]` of `onto` (a row per row of `rows`) instead of
+    /// being returned.
+    pub fn backward_onto(&self, grads: &[f64], q: &[f32], dq: &mut [f32], onto: &mut [f32]) {
+        let dim = self.dim;
+        for (p, (&b, &g)) in self.queries.iter().zip(grads).enumerate() {
+            self.add_to_query(p, b, g, dq);
+            let i = self.at.as_ref().map_or(p, |at| at[p]);
+            for (d, &x) in onto[i * dim..(i + 1) * dim]
+                .iter_mut()
+                .zip(&q[b * dim..(b + 1) * dim])
+            {
+                *d += (g * x as f64) as f32;
+            }
+        }
+    }
+
+    /// `∂q += g·t` of positive `p` of query `b`.
+    fn add_to_query(&self, p: usize, b: usize, g: f64, dq: &mut [f32]) {
+        let dim = self.dim;
+        for (d, &x) in dq[b * dim..(b + 1) * dim].iter_mut().zip(self.row(p)) {
+            *d += (g * x as f64) as f32;
+        }
+    }
 }
 
 impl ScoredPositives<'_, '_> {
     /// Per query, `log Σ exp(s)` over its positives (`-∞` for none).
     pub fn log_sum_exp(&self) -> Vec<f64> {
-        let mut scores = vec![Vec::new(); self.positives.counts.len()];
-        for (&b, &s) in self.positives.queries.iter().zip(&self.scores) {
-            scores[b].push((s, 1.0));
+        let mut out = vec![f64::NEG_INFINITY; self.positives.counts.len()];
+        // A query's positives are consecutive (`IdLists::distinct` lists them query by query).
+        let queries = &self.positives.queries;
+        let mut p = 0;
+        while p < queries.len() {
+            let b = queries[p];
+            let end = p + queries[p..].iter().take_while(|&&q| q == b).count();
+            out[b] = log_sum_exp(self.scores[p..end].iter().map(|&s| (s, 1.0)));
+            p = end;
         }
-        scores
-            .iter()
-            .map(|parts| log_sum_exp(parts.iter().copied()))
-            .collect()
+        out
     }
 
     /// The softmax cross-entropy's part: with `lse` the log-sum-exp of each query over the

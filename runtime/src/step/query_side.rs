@@ -9,6 +9,7 @@ use super::StepReport;
 use super::candidates::CandidateGradient;
 use super::regularize::{StepRows, regularize};
 use super::relations::apply_relation_gradients;
+use super::timings::StepPhase;
 use crate::agree::sum_f64;
 use crate::error::ShardError;
 use crate::model::{DenseQueries, DeviceRows, OffsetGrads, ScoringFunction, ShardedModel};
@@ -179,6 +180,7 @@ fn back_through_queries<S: ScoringFunction>(
     let [mut grads, mut dr] = model
         .kernels
         .read_each([(dh, n * dim), (dr, n * model.relation_dim)])?;
+    model.lap(StepPhase::Backward);
     if let Some((dc, offset)) = &gradient.offset {
         let (dh0, dr0) = (&offset.head, &offset.relation);
         let rdim = model.relation_dim;
@@ -220,6 +222,16 @@ pub(super) fn apply_query_gradients<S: ScoringFunction>(
         head_mask.apply(&mut grads);
         relation_mask.apply(&mut dr);
     }
+    // The head rows' gradients as true tails (read unmasked, as looked up).
+    if let CandidateGradient::Host {
+        at_heads: Some(more),
+        ..
+    } = &candidates
+    {
+        for (g, &m) in grads.iter_mut().zip(more) {
+            *g += m;
+        }
+    }
     let (penalty, extra) = regularize(
         model,
         StepRows {
@@ -239,6 +251,9 @@ pub(super) fn apply_query_gradients<S: ScoringFunction>(
     relation_ids.extend_from_slice(&extra.relation_ids);
     dr.extend_from_slice(&extra.relation_grads);
     let lr = model.spec.settings.entity.lr as f32;
+    model.lap(StepPhase::Host);
+    // The entity update is queued, and the relation update's wait covers both.
+    model.entities.defer_next_sync();
     match candidates {
         CandidateGradient::Device(handle) => {
             let rows = model.entities.partition().local_rows(model.comm.rank());
@@ -250,13 +265,16 @@ pub(super) fn apply_query_gradients<S: ScoringFunction>(
         CandidateGradient::Host {
             ids: candidate_ids,
             grads: candidate_grads,
+            ..
         } => {
             ids.extend_from_slice(&candidate_ids);
             grads.extend_from_slice(&candidate_grads);
             model.entities.apply_gradients(&ids, &grads, lr)?;
         }
     }
+    model.lap(StepPhase::ApplyEntities);
     apply_relation_gradients(model, &relation_ids, &dr)?;
+    model.lap(StepPhase::ApplyRelations);
     Ok(penalty)
 }
 

@@ -22,8 +22,10 @@ use super::candidates::{CandidateGradient, sample_candidates};
 use super::dense_losses::{
     BlockLabels, CandidateScoring, DenseLoss, LossParts, block_labels, blocks,
 };
+use super::pairs::{partner, reciprocal_pairs};
 use super::positives::Positives;
 use super::query_side::{finish_entity_step, queries_of, query_inputs};
+use super::timings::StepPhase;
 use crate::error::ShardError;
 use crate::id_lists::IdLists;
 use crate::model::{DenseQueries, HostQueries, ScoringFunction, ShardedModel};
@@ -147,25 +149,34 @@ fn against_samples<S: ScoringFunction>(
     let dim = model.spec.settings.dim;
     let width = model.dense_width();
     let client = model.kernels.client().clone();
-    // The true tails (when apart) and every chunk's sample, looked up with the heads.
+    // The true tails (when apart) and every chunk's sample, looked up with the heads; a
+    // 1vsAll batch's reciprocal pairs read their true tails from each other's heads.
     let (owners, positive_ids) = if apart {
         labels.distinct()
     } else {
         (Vec::new(), Vec::new())
     };
-    let mut looked_up = positive_ids.clone();
+    let merged = apart && model.augmented.is_none() && reciprocal_pairs(heads, labels);
+    let mut looked_up = if merged {
+        Vec::new()
+    } else {
+        positive_ids.clone()
+    };
     for chunk in chunks {
         looked_up.extend_from_slice(&chunk.sample);
     }
+    let sampled: usize = chunks.iter().map(|c| c.sample.len()).sum();
     let (mut inputs, mut positive_rows) =
         query_inputs(model, heads, relations, offset, &looked_up)?;
-    let sample_rows = positive_rows.split_off(positive_ids.len() * dim);
+    let sample_rows = positive_rows.split_off((looked_up.len() - sampled) * dim);
+    model.lap(StepPhase::Lookup);
     let DenseQueries {
         rows: q,
         offset_grads,
         device: q_device,
         ..
     } = queries_of(model, &mut inputs)?;
+    model.lap(StepPhase::Queries);
     let tails = owned_true_tails(model, labels)?;
     // A chunk that is all of the rank's queries scores them where the query kernel left
     // them, and reads them back only when its loss asks (`HostQueries`); several chunks
@@ -188,19 +199,23 @@ fn against_samples<S: ScoringFunction>(
         None => grads,
     };
     let mut dq = vec![0.0f32; n * width];
+    // The merged pairs' true tails' gradients, a row per query's head.
+    let mut at_heads = merged.then(|| vec![0.0f32; n * dim]);
     let (mut ids, mut grads) = (Vec::new(), Vec::new());
     let mut rank_loss = 0.0;
     let mut sample_at = 0;
     for chunk in chunks {
         let r = chunk.queries.clone();
         let p = owned_by(&owners, &r);
-        let positives = Positives::new(
-            owners[p.clone()].iter().map(|&b| b - r.start).collect(),
-            positive_ids[p.clone()].to_vec(),
-            &scored_positives[p.start * width..p.end * width],
-            r.len(),
-            width,
-        );
+        let chunk_queries = owners[p.clone()].iter().map(|&b| b - r.start).collect();
+        let chunk_ids = positive_ids[p.clone()].to_vec();
+        let positives = if merged {
+            let at = owners[p.clone()].iter().map(|&b| partner(b)).collect();
+            Positives::new(chunk_queries, chunk_ids, &inputs.head_rows, r.len(), dim).at(at)
+        } else {
+            let rows = &scored_positives[p.start * width..p.end * width];
+            Positives::new(chunk_queries, chunk_ids, rows, r.len(), width)
+        };
         let rows = &sample_rows[sample_at * dim..(sample_at + chunk.sample.len()) * dim];
         sample_at += chunk.sample.len();
         let candidates = sample_candidates(model, chunk.sample.clone(), rows);
@@ -253,6 +268,7 @@ fn against_samples<S: ScoringFunction>(
             total,
             local: true,
             width,
+            lap: &|phase| model.lap(phase),
         }
         .run(match loss {
             ChunkLoss::Labels(loss) => DenseLoss::Labels(loss),
@@ -265,12 +281,17 @@ fn against_samples<S: ScoringFunction>(
         let dq_len = dense.query_grad_len(&queries);
         let mut read = dense.read_each(vec![(dq_buffer, dq_len), (dw, count * width)])?;
         let dw_read = read.pop().expect("two buffers read");
-        dq_chunk.copy_from_slice(&dense.query_grad_rows(&read[0], &queries));
+        model.lap(StepPhase::Gradients);
+        dense.query_grad_rows_into(&read[0], &queries, dq_chunk);
         ids.extend_from_slice(&chunk.sample);
         grads.extend(fold(
             dw_read,
             candidates.plain.as_deref().unwrap_or_default(),
         ));
+        if let Some(onto) = at_heads.as_mut() {
+            positives.backward_onto(&positive_grads, q_chunk, dq_chunk, onto);
+            continue;
+        }
         let (more_ids, more) = positives.backward(&positive_grads, q_chunk, dq_chunk);
         ids.extend(more_ids);
         // Rows as read exist only for augmented rows, which fold back through them.
@@ -286,7 +307,11 @@ fn against_samples<S: ScoringFunction>(
         inputs,
         &mut dq,
         offset_grads,
-        CandidateGradient::Host { ids, grads },
+        CandidateGradient::Host {
+            ids,
+            grads,
+            at_heads,
+        },
         &tails,
         total,
         rank_loss,

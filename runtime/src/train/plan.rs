@@ -8,6 +8,8 @@ use rowshard_kernels::Backend;
 
 use super::config::TrainConfig;
 use crate::model::ModelSpec;
+use crate::negatives::Negatives;
+use crate::objective::Mode;
 
 /// Everything a run is, decided before it starts: what [`fit`](super::fit) and [`run`](super::run) take.
 /// A recipe is planned into one for a model and a data set
@@ -91,6 +93,9 @@ pub struct RunSettings {
     pub comm: CommKind,
     /// The CubeCL runtime.
     pub runtime: Backend,
+    /// Why `ranks` is what it is, where the run did not say and the default is not the usual
+    /// one ([`RunSettings::default_ranks`]): what the start line says.
+    pub ranks_note: Option<&'static str>,
 }
 
 impl Default for RunSettings {
@@ -100,6 +105,79 @@ impl Default for RunSettings {
             ranks: 2,
             comm: CommKind::Auto,
             runtime: Backend::Cpu,
+            ranks_note: None,
         }
+    }
+}
+
+impl RunSettings {
+    /// Thread ranks for a run that does not say: two, or one where one rank with the runtime's
+    /// worker pool trains faster — a 1vsAll score linear in the tail (`tail_linear`: its
+    /// reciprocal pairs merge) against one shared sample without batch negatives, on the `cpu`
+    /// runtime with at most two cores. There each rank scores its own queries against the whole
+    /// sample, so a second rank runs the same products in smaller launches with twice the waits
+    /// on the runtime (docs/benchmarks.md); augmented scores (squared distances), chunks, batch
+    /// negatives and every-entity scoring train faster on two. Returns the ranks and, for one,
+    /// why.
+    pub fn default_ranks(
+        mode: Mode,
+        negatives: Negatives,
+        tail_linear: bool,
+        runtime: Backend,
+        cores: usize,
+    ) -> (usize, Option<&'static str>) {
+        let one_sample = matches!(
+            negatives,
+            Negatives::Shared {
+                chunk: 0,
+                batch: false,
+                ..
+            }
+        );
+        if mode == Mode::OneVsAll
+            && one_sample
+            && tail_linear
+            && runtime == Backend::Cpu
+            && cores <= 2
+        {
+            let why = "one rank: 1vsAll against one shared sample trains faster on one of at \
+                       most 2 cores";
+            return (1, Some(why));
+        }
+        (2, None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_rank_by_default_only_for_1vsall_pairs_against_one_sample_on_two_cores() {
+        let ranks = |mode, negatives, linear, runtime, cores| {
+            RunSettings::default_ranks(mode, negatives, linear, runtime, cores).0
+        };
+        let sample = Negatives::uniform(256, false);
+        let cpu = Backend::Cpu;
+        assert_eq!(ranks(Mode::OneVsAll, sample, true, cpu, 2), 1);
+        assert_eq!(ranks(Mode::OneVsAll, sample, true, cpu, 1), 1);
+        // More cores, an augmented score, chunks, batch negatives, every entity, KvsAll, another
+        // runtime: two.
+        assert_eq!(ranks(Mode::OneVsAll, sample, true, cpu, 4), 2);
+        assert_eq!(ranks(Mode::OneVsAll, sample, false, cpu, 2), 2);
+        assert_eq!(
+            ranks(Mode::OneVsAll, sample.in_chunks(256), true, cpu, 2),
+            2
+        );
+        let batch = Negatives::uniform(256, true);
+        assert_eq!(ranks(Mode::OneVsAll, batch, true, cpu, 2), 2);
+        assert_eq!(ranks(Mode::OneVsAll, Negatives::All, true, cpu, 2), 2);
+        assert_eq!(ranks(Mode::KvsAll, sample, true, cpu, 2), 2);
+        assert_eq!(ranks(Mode::OneVsAll, sample, true, Backend::Wgpu, 2), 2);
+        assert!(
+            RunSettings::default_ranks(Mode::OneVsAll, sample, true, cpu, 2)
+                .1
+                .is_some()
+        );
     }
 }
