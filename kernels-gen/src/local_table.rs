@@ -90,8 +90,6 @@ pub struct LocalTable {
     non_finite: NonFinitePolicy,
     skipped: u64,
     uploads: UploadPool,
-    /// Whether the next update returns once queued ([`LocalTable::defer_next_sync`]).
-    defer_sync: bool,
 }
 
 impl LocalTable {
@@ -178,7 +176,6 @@ impl LocalTable {
             non_finite: NonFinitePolicy::Reject,
             skipped: 0,
             uploads: UploadPool::default(),
-            defer_sync: false,
         }
     }
 
@@ -248,13 +245,6 @@ impl LocalTable {
     /// Chooses what a non-finite gradient does.
     pub fn set_non_finite_policy(&mut self, policy: NonFinitePolicy) {
         self.non_finite = policy;
-    }
-
-    /// Has the next update return as soon as it is queued, without waiting for the device:
-    /// for a caller that queues another update (or a read) on the same client right after, whose
-    /// wait covers both (one stream runs them in order). Later updates wait again.
-    pub fn defer_next_sync(&mut self) {
-        self.defer_sync = true;
     }
 
     /// What a non-finite gradient does.
@@ -516,9 +506,7 @@ impl LocalTable {
         self.step += 1;
         self.kernels
             .apply(self.buffers(), &step, self.seed, self.step as u32);
-        if !std::mem::take(&mut self.defer_sync) {
-            crate::wait::sync(client)?;
-        }
+        crate::wait::sync(client)?;
         Ok(())
     }
 

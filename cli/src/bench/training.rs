@@ -438,7 +438,12 @@ pub fn split_table(id: &str, section: &str, rounds: &[Vec<TrainFigure>]) -> Tabl
     let Some(middle) = rounds.get(rounds.len() / 2) else {
         return table;
     };
-    for f in middle {
+    // Negative sampling's steps are not split into phases.
+    for f in middle.iter().filter(|f| {
+        f.split_ms[..StepPhase::ALL.len() - 1]
+            .iter()
+            .any(|&ms| ms > 0.0)
+    }) {
         let c = &f.case;
         let mut row = vec![
             mode_name(c),

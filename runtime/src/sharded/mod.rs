@@ -334,13 +334,6 @@ impl<'c> ShardedTable<'c> {
         self.rows_read.set(0);
     }
 
-    /// Has this rank's next [`ShardedTable::apply_gradients`] return once its update is queued
-    /// (see [`LocalTable::defer_next_sync`]): for a step that queues its relation table's
-    /// update after it and waits once for both.
-    pub fn defer_next_sync(&mut self) {
-        self.shard.defer_next_sync();
-    }
-
     /// Sets a hyper-parameter by name (WholeMemory's `set_parameter`); call it on every rank.
     pub fn set_parameter(&mut self, name: &str, value: f64) -> Result<(), ShardError> {
         Ok(self.shard.set_parameter(name, value)?)

@@ -252,8 +252,6 @@ pub(super) fn apply_query_gradients<S: ScoringFunction>(
     dr.extend_from_slice(&extra.relation_grads);
     let lr = model.spec.settings.entity.lr as f32;
     model.lap(StepPhase::Host);
-    // The entity update is queued, and the relation update's wait covers both.
-    model.entities.defer_next_sync();
     match candidates {
         CandidateGradient::Device(handle) => {
             let rows = model.entities.partition().local_rows(model.comm.rank());
