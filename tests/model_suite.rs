@@ -454,7 +454,7 @@ thread_local! {
 }
 
 /// Runs `checks` (the shared-negatives checks of this suite) on a 1vsAll batch of reciprocal
-/// pairs ([`reciprocal_batch`]) instead of [`softmax_batch`]'s: what a step that merges each
+/// pairs (`reciprocal_batch`) instead of `softmax_batch`'s: what a step that merges each
 /// triple's two queries computes must be the host's step too.
 pub fn with_reciprocal_pairs<R>(checks: impl FnOnce() -> R) -> R {
     RECIPROCAL_PAIRS.with(|p| p.set(true));
