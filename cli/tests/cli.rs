@@ -574,6 +574,9 @@ fn prepared_and_synthetic_graphs_stream_and_bad_files_are_refused_before_trainin
         "1",
         "--stream-block",
         "4096",
+        // Two ranks, each with its buffers (without `--ranks` this run takes one on 2 cores).
+        "--ranks",
+        "2",
         "--metrics-json",
         metrics.to_str().unwrap(),
     ]);
